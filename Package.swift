@@ -1,0 +1,21 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "keepsync",
+    products: [
+        .executable(name: "keepsync", targets: ["keepsync"]),
+    ],
+    targets: [
+        .target(
+            name: "CKeepSyncShims",
+            cSettings: [.define("_GNU_SOURCE")]
+        ),
+        .target(name: "KeepSyncCore"),
+        .target(name: "KeepSyncLinux", dependencies: ["KeepSyncCore", "CKeepSyncShims"]),
+        .executableTarget(name: "keepsync", dependencies: ["KeepSyncCore", "KeepSyncLinux"]),
+        .testTarget(name: "KeepSyncCoreTests", dependencies: ["KeepSyncCore"]),
+        .testTarget(name: "KeepSyncLinuxTests", dependencies: ["KeepSyncCore", "KeepSyncLinux"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "keepsync"]),
+    ]
+)

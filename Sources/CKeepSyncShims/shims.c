@@ -1,0 +1,68 @@
+#include "CKeepSyncShims.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int ks_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+ssize_t ks_copy_file_range(int fd_in, int fd_out, size_t len) {
+    return copy_file_range(fd_in, NULL, fd_out, NULL, len, 0);
+}
+
+int ks_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve) {
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = flags;
+    how.mode = mode;
+    how.resolve = resolve;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+int ks_syncfs(int fd) { return syncfs(fd); }
+int ks_ficlone(int dest_fd, int src_fd) { return ioctl(dest_fd, FICLONE, src_fd); }
+
+int ks_getversion(int fd, uint64_t *out) {
+    int v = 0;
+    int r = ioctl(fd, FS_IOC_GETVERSION, &v);
+    if (r == 0) *out = (uint64_t)(unsigned int)v;
+    return r;
+}
+
+int ks_statx_btime(int dirfd, const char *path, int64_t *sec, uint32_t *nsec) {
+    struct statx sx;
+    int r = statx(dirfd, path, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &sx);
+    if (r != 0) return r;
+    if (!(sx.stx_mask & STATX_BTIME)) { errno = EOPNOTSUPP; return -1; }
+    *sec = sx.stx_btime.tv_sec;
+    *nsec = sx.stx_btime.tv_nsec;
+    return 0;
+}
+
+int ks_flock(int fd, int op) { return flock(fd, op); }
+
+int ks_errno_enosys(void) { return ENOSYS; }
+unsigned int ks_rename_noreplace(void) { return RENAME_NOREPLACE; }
+unsigned int ks_rename_exchange(void) { return RENAME_EXCHANGE; }
+uint64_t ks_resolve_beneath(void) { return RESOLVE_BENEATH; }
+uint64_t ks_resolve_no_symlinks(void) { return RESOLVE_NO_SYMLINKS; }
+int ks_o_tmpfile(void) { return O_TMPFILE; }
+int ks_o_directory(void) { return O_DIRECTORY; }
+int ks_o_nofollow(void) { return O_NOFOLLOW; }
+int ks_o_cloexec(void) { return O_CLOEXEC; }
+int ks_o_path(void) { return O_PATH; }
+long ks_utime_omit(void) { return UTIME_OMIT; }
+long ks_utime_now(void) { return UTIME_NOW; }
+int ks_at_symlink_nofollow(void) { return AT_SYMLINK_NOFOLLOW; }
+int ks_at_removedir(void) { return AT_REMOVEDIR; }
+int ks_lock_ex_nb(void) { return LOCK_EX | LOCK_NB; }
+int ks_lock_un(void) { return LOCK_UN; }

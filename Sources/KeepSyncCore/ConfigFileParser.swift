@@ -1,0 +1,205 @@
+/// Parses the `key = value` configuration file.
+///
+/// Each line is blank, a comment whose first non-blank byte is `#`, or `key = value` with
+/// blanks around both trimmed. Comments are full-line only: a `#` after a value belongs to
+/// the value, because `#` is a legal byte in paths and globs. Values are not quoted. Keys:
+/// `source`, `mirror`, `state`, `exclude` (repeatable), `settle_ms`, `max_delay_ms`,
+/// `delete` (`true`/`false`), `max_delete_percent` (0-100), `log_level`. A path value of
+/// `~` or starting with `~/` starts at the home directory (`~user` is left alone). Setting
+/// any other key twice is an error. An `exclude` keeps a trailing blank escaped with `\`.
+public enum ConfigFileParser {
+    /// Largest accepted millisecond value (one day).
+    public static let maximumMilliseconds = 86_400_000
+
+    /// Parses `bytes`; errors are `.configuration`, one line, `"<fileName>:<line>: <what>"`.
+    public static func parse(_ bytes: [UInt8], fileName: String, home: [UInt8]) throws -> Configuration {
+        var config = Configuration()
+        var firstLine: [String: Int] = [:]
+        var lineNumber = 0
+        var start = 0
+        // A UTF-8 byte order mark is not part of the first key.
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { start = 3 }
+        while start < bytes.count {
+            lineNumber += 1
+            var end = start
+            while end < bytes.count, bytes[end] != 0x0A { end += 1 }
+            let line = bytes[start..<end]
+            start = end + 1
+            func fail(_ what: String) -> KeepSyncError {
+                KeepSyncError(.configuration, "\(fileName):\(lineNumber): \(what)")
+            }
+
+            let trimmed = trim(line)
+            if trimmed.isEmpty || trimmed.first == 0x23 { continue }
+            guard let equals = trimmed.firstIndex(of: 0x3D) else {
+                throw fail("expected 'key = value', got '\(display(trimmed))'")
+            }
+            let keyBytes = trim(trimmed[..<equals])
+            let rawValue = line[(equals + 1)...]
+            let value = Array(trim(rawValue))
+            guard !keyBytes.isEmpty else { throw fail("expected 'key = value', got '\(display(trimmed))'") }
+            let key = String(decoding: keyBytes, as: UTF8.self)
+            if value.contains(0) { throw fail("\(key): NUL byte in value") }
+
+            if key != "exclude", Keys.all.contains(key) {
+                if let first = firstLine[key] { throw fail("duplicate key '\(key)' (first set on line \(first))") }
+                firstLine[key] = lineNumber
+            }
+            switch key {
+            case Keys.source:
+                guard !value.isEmpty else { throw fail("source: expected a path") }
+                config.source = expandingHome(value, home: home)
+            case Keys.mirror:
+                guard !value.isEmpty else { throw fail("mirror: expected a path") }
+                config.mirror = expandingHome(value, home: home)
+            case Keys.state:
+                guard !value.isEmpty else { throw fail("state: expected a path") }
+                config.state = expandingHome(value, home: home)
+            case Keys.exclude:
+                let pattern = excludeValue(rawValue)
+                do {
+                    _ = try ExcludeMatcher(patterns: [pattern])
+                } catch let error as KeepSyncError {
+                    throw fail(error.message)
+                }
+                config.excludes.append(pattern)
+            case Keys.settle:
+                switch milliseconds(value, minimum: 0) {
+                case .success(let n): config.settleMilliseconds = n
+                case .failure(let reason): throw fail("\(key): \(reason.text)")
+                }
+            case Keys.maxDelay:
+                switch milliseconds(value, minimum: 1) {
+                case .success(let n): config.maxDelayMilliseconds = n
+                case .failure(let reason): throw fail("\(key): \(reason.text)")
+                }
+            case Keys.delete:
+                switch value {
+                case Array("true".utf8): config.deleteEnabled = true
+                case Array("false".utf8): config.deleteEnabled = false
+                default: throw fail("delete: expected 'true' or 'false', got '\(display(value))'")
+                }
+            case Keys.maxDeletePercent:
+                switch percent(value) {
+                case .success(let n): config.maxDeletePercent = n
+                case .failure(let reason): throw fail("\(key): \(reason.text)")
+                }
+            case Keys.logLevel:
+                guard let level = LogLevel(bytes: value) else {
+                    throw fail("log_level: \(logLevelExpectation), got '\(display(value))'")
+                }
+                config.logLevel = level
+            default:
+                throw fail("unknown key '\(display(keyBytes))'")
+            }
+        }
+        return config
+    }
+
+    // MARK: - Shared with CommandLineParser
+
+    /// The key names.
+    enum Keys {
+        static let source = "source"
+        static let mirror = "mirror"
+        static let state = "state"
+        static let exclude = "exclude"
+        static let settle = "settle_ms"
+        static let maxDelay = "max_delay_ms"
+        static let delete = "delete"
+        static let maxDeletePercent = "max_delete_percent"
+        static let logLevel = "log_level"
+        static let all: Set<String> = [source, mirror, state, exclude, settle, maxDelay, delete, maxDeletePercent, logLevel]
+    }
+
+    /// Why a value was refused, as text following `<key>: `.
+    struct ValueError: Error, Equatable {
+        let text: String
+    }
+
+    /// The text after `<key>: ` for a bad log level.
+    static let logLevelExpectation = "expected error, warning, info or debug"
+
+    /// A millisecond count from `minimum` to `maximumMilliseconds`.
+    static func milliseconds(_ value: [UInt8], minimum: Int) -> Result<Int, ValueError> {
+        guard let n = decimal(value) else {
+            return .failure(ValueError(text: "expected a number of milliseconds, got '\(display(value))'"))
+        }
+        guard n >= minimum, n <= maximumMilliseconds else {
+            return .failure(ValueError(
+                text: "expected a number of milliseconds from \(minimum) to \(maximumMilliseconds), got '\(display(value))'"))
+        }
+        return .success(n)
+    }
+
+    /// A percentage 0-100.
+    static func percent(_ value: [UInt8]) -> Result<Int, ValueError> {
+        guard let n = decimal(value), n <= 100 else {
+            return .failure(ValueError(text: "expected a percentage from 0 to 100, got '\(display(value))'"))
+        }
+        return .success(n)
+    }
+
+    /// Unsigned decimal digits only; an overlong number saturates at `Int.max`.
+    static func decimal(_ value: [UInt8]) -> Int? {
+        guard !value.isEmpty else { return nil }
+        var n = 0
+        for b in value {
+            guard b >= 0x30, b <= 0x39 else { return nil }
+            let (times, o1) = n.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times.addingReportingOverflow(Int(b - 0x30))
+            n = (o1 || o2) ? Int.max : sum
+        }
+        return n
+    }
+
+    /// `path` with a leading `~` (alone or before `/`) replaced by `home`; otherwise unchanged.
+    public static func expandingHome(_ path: [UInt8], home: [UInt8]) -> [UInt8] {
+        guard path.first == 0x7E else { return path }
+        if path.count == 1 { return home }
+        guard path[1] == 0x2F else { return path }
+        var out = home
+        while out.count > 1, out.last == 0x2F { out.removeLast() }
+        if out == [0x2F] { out = [] }
+        out.append(contentsOf: path[1...])
+        return out
+    }
+
+    /// Bytes for a one-line message: lossy UTF-8, control bytes as `\xHH`.
+    static func display<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+        var out = ""
+        for scalar in String(decoding: bytes, as: UTF8.self).unicodeScalars {
+            if scalar.value < 0x20 || scalar.value == 0x7F {
+                out += "\\x" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    // MARK: - Private
+
+    private static func isBlank(_ b: UInt8) -> Bool {
+        b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0B || b == 0x0C
+    }
+
+    private static func trim(_ s: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var lo = s.startIndex, hi = s.endIndex
+        while lo < hi, isBlank(s[lo]) { lo += 1 }
+        while hi > lo, isBlank(s[hi - 1]) { hi -= 1 }
+        return s[lo..<hi]
+    }
+
+    /// The trimmed pattern, keeping one trailing blank that an odd run of `\` escapes.
+    private static func excludeValue(_ raw: ArraySlice<UInt8>) -> [UInt8] {
+        let trimmed = trim(raw)
+        var backslashes = 0
+        var i = trimmed.endIndex
+        while i > trimmed.startIndex, trimmed[i - 1] == 0x5C { backslashes += 1; i -= 1 }
+        if backslashes % 2 == 1, trimmed.endIndex < raw.endIndex, raw[trimmed.endIndex] != 0x0D {
+            return Array(raw[trimmed.startIndex...trimmed.endIndex])
+        }
+        return Array(trimmed)
+    }
+}

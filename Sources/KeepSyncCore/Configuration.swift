@@ -1,0 +1,45 @@
+/// What keepsync runs with: the configuration file merged with command-line flags.
+/// Paths are bytes, `~`-expanded but not resolved.
+public struct Configuration: Sendable, Equatable {
+    /// The folder to watch.
+    public var source: [UInt8]?
+    /// The mirror folder.
+    public var mirror: [UInt8]?
+    /// The state directory; nil means the XDG default.
+    public var state: [UInt8]?
+    /// Exclude patterns, file first, then flags.
+    public var excludes: [[UInt8]]
+    /// Quiet time after the last event on a path before it is copied.
+    public var settleMilliseconds: Int
+    /// A path that never goes quiet is still copied this often.
+    public var maxDelayMilliseconds: Int
+    /// Whether deletions propagate to the mirror.
+    public var deleteEnabled: Bool
+    /// The mass-delete brake, in percent of the mirror's entries (100 turns it off).
+    public var maxDeletePercent: Int
+    /// How much to log.
+    public var logLevel: LogLevel
+
+    /// A configuration; every argument has the documented default.
+    public init(
+        source: [UInt8]? = nil,
+        mirror: [UInt8]? = nil,
+        state: [UInt8]? = nil,
+        excludes: [[UInt8]] = [],
+        settleMilliseconds: Int = 20,
+        maxDelayMilliseconds: Int = 2000,
+        deleteEnabled: Bool = true,
+        maxDeletePercent: Int = 50,
+        logLevel: LogLevel = .info
+    ) {
+        self.source = source
+        self.mirror = mirror
+        self.state = state
+        self.excludes = excludes
+        self.settleMilliseconds = settleMilliseconds
+        self.maxDelayMilliseconds = maxDelayMilliseconds
+        self.deleteEnabled = deleteEnabled
+        self.maxDeletePercent = maxDeletePercent
+        self.logLevel = logLevel
+    }
+}

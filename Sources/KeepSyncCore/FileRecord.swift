@@ -1,0 +1,97 @@
+/// The bookmark record of one mirrored path: what the source held when it was last
+/// synced, and which mirror inode received it.
+public struct FileRecord: Hashable, Sendable {
+    /// Path relative to the roots.
+    public var path: RelativePath
+    /// Kind of the source object.
+    public var kind: FileKind
+    /// Source device.
+    public var device: UInt64
+    /// Source inode.
+    public var inode: UInt64
+    /// Size in bytes.
+    public var size: UInt64
+    /// Modification time.
+    public var mtime: Timespec
+    /// Permission bits.
+    public var mode: UInt32
+    /// Link target bytes, for symlinks.
+    public var linkTarget: [UInt8]?
+    /// The mirror's inode holding this version.
+    public var mirrorInode: UInt64
+
+    /// A record.
+    public init(path: RelativePath, kind: FileKind, device: UInt64, inode: UInt64, size: UInt64,
+                mtime: Timespec, mode: UInt32, linkTarget: [UInt8]? = nil, mirrorInode: UInt64) {
+        self.path = path
+        self.kind = kind
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.mtime = mtime
+        self.mode = mode
+        self.linkTarget = linkTarget
+        self.mirrorInode = mirrorInode
+    }
+
+    /// The record for a source object synced into mirror inode `mirrorInode`.
+    public init(path: RelativePath, source: FileStat, linkTarget: [UInt8]? = nil, mirrorInode: UInt64) {
+        self.init(path: path, kind: source.kind, device: source.device, inode: source.inode, size: source.size,
+                  mtime: source.mtime, mode: source.mode, linkTarget: linkTarget, mirrorInode: mirrorInode)
+    }
+
+    /// True when `stat` shows the same source object and version this record describes.
+    public func describes(source stat: FileStat) -> Bool {
+        kind == stat.kind && device == stat.device && inode == stat.inode && size == stat.size && mtime == stat.mtime
+    }
+}
+
+/// Identity of the source root directory, kept with the records.
+public struct RootIdentity: Hashable, Sendable {
+    /// Device number.
+    public var device: UInt64
+    /// Inode number.
+    public var inode: UInt64
+
+    /// An identity.
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+}
+
+/// One change to the record store.
+public enum RecordChange: Hashable, Sendable {
+    /// Insert or replace the record at its path.
+    case put(FileRecord)
+    /// Forget the record at a path.
+    case remove(RelativePath)
+    /// Remember the source root's identity.
+    case setRoot(RootIdentity)
+}
+
+/// What a store holds.
+public struct RecordSet: Sendable, Equatable {
+    /// Records by path.
+    public var records: [RelativePath: FileRecord]
+    /// The recorded source root, if any.
+    public var root: RootIdentity?
+    /// True when the store was damaged and some or all records were discarded.
+    public var wasDamaged: Bool
+
+    /// A record set.
+    public init(records: [RelativePath: FileRecord] = [:], root: RootIdentity? = nil, wasDamaged: Bool = false) {
+        self.records = records
+        self.root = root
+        self.wasDamaged = wasDamaged
+    }
+
+    /// Applies one change.
+    public mutating func apply(_ change: RecordChange) {
+        switch change {
+        case .put(let r): records[r.path] = r
+        case .remove(let p): records[p] = nil
+        case .setRoot(let id): root = id
+        }
+    }
+}

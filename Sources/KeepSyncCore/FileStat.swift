@@ -1,0 +1,79 @@
+/// What kind of object a path names.
+public enum FileKind: UInt8, Sendable, Equatable {
+    /// A regular file.
+    case regular = 1
+    /// A directory.
+    case directory = 2
+    /// A symbolic link.
+    case symlink = 3
+    /// A FIFO, socket or device node: never mirrored.
+    case special = 4
+}
+
+/// Seconds and nanoseconds, as the kernel reports them.
+public struct Timespec: Hashable, Sendable, Comparable {
+    /// Whole seconds since the epoch.
+    public var seconds: Int64
+    /// Nanoseconds, 0 ..< 1_000_000_000.
+    public var nanoseconds: Int64
+
+    /// A timestamp.
+    public init(seconds: Int64, nanoseconds: Int64) {
+        self.seconds = seconds
+        self.nanoseconds = nanoseconds
+    }
+
+    /// Orders by seconds, then nanoseconds.
+    public static func < (a: Timespec, b: Timespec) -> Bool {
+        (a.seconds, a.nanoseconds) < (b.seconds, b.nanoseconds)
+    }
+}
+
+/// The metadata keepsync compares: the result of `lstat`.
+public struct FileStat: Hashable, Sendable {
+    /// Object kind.
+    public var kind: FileKind
+    /// Permission bits (`mode & 07777`).
+    public var mode: UInt32
+    /// Size in bytes.
+    public var size: UInt64
+    /// Modification time.
+    public var mtime: Timespec
+    /// Status change time.
+    public var ctime: Timespec
+    /// Device number.
+    public var device: UInt64
+    /// Inode number.
+    public var inode: UInt64
+
+    /// A stat result.
+    public init(kind: FileKind, mode: UInt32, size: UInt64, mtime: Timespec,
+                ctime: Timespec = Timespec(seconds: 0, nanoseconds: 0), device: UInt64 = 0, inode: UInt64 = 0) {
+        self.kind = kind
+        self.mode = mode
+        self.size = size
+        self.mtime = mtime
+        self.ctime = ctime
+        self.device = device
+        self.inode = inode
+    }
+
+    /// True when content-relevant metadata (size, mtime, ctime) is the same: the file did not change.
+    public func sameVersion(as other: FileStat) -> Bool {
+        size == other.size && mtime == other.mtime && ctime == other.ctime && inode == other.inode && device == other.device
+    }
+}
+
+/// One name in a directory, with its `lstat`.
+public struct DirectoryEntry: Sendable, Equatable {
+    /// The name, as bytes.
+    public var name: [UInt8]
+    /// Its metadata.
+    public var stat: FileStat
+
+    /// An entry.
+    public init(name: [UInt8], stat: FileStat) {
+        self.name = name
+        self.stat = stat
+    }
+}

@@ -1,0 +1,100 @@
+/// One parsed command line: the command and the flags given, which override the file.
+public struct Invocation: Sendable, Equatable {
+    /// What to do.
+    public enum Command: Sendable, Equatable, CaseIterable {
+        /// Watch and mirror until stopped.
+        case run
+        /// One full verify-and-repair pass.
+        case sync
+        /// Compare mirror with source, change nothing.
+        case check
+        /// Print what the agent knows.
+        case status
+        /// Write a systemd user unit.
+        case serviceInstall
+        /// Remove the systemd user unit.
+        case serviceUninstall
+        /// Print usage to stdout.
+        case help
+        /// Print the version.
+        case version
+    }
+
+    /// The command.
+    public var command: Command
+    /// `--config FILE`, as given.
+    public var configFile: [UInt8]?
+    /// `--source DIR`, as given.
+    public var source: [UInt8]?
+    /// `--mirror DIR`, as given.
+    public var mirror: [UInt8]?
+    /// `--state DIR`, as given.
+    public var state: [UInt8]?
+    /// `--exclude GLOB`, in order; added to the file's.
+    public var excludes: [[UInt8]]
+    /// `--settle MS`.
+    public var settleMilliseconds: Int?
+    /// `--max-delay MS`.
+    public var maxDelayMilliseconds: Int?
+    /// `--no-delete`.
+    public var noDelete: Bool
+    /// `--max-delete PCT`.
+    public var maxDeletePercent: Int?
+    /// `--allow-mass-delete`.
+    public var allowMassDelete: Bool
+    /// `--accept-new-source`.
+    public var acceptNewSource: Bool
+    /// `--content` (`check` and `sync`).
+    public var content: Bool
+    /// `--log-level LEVEL` or `-v` (debug); the last one wins.
+    public var logLevel: LogLevel?
+    /// `--foreground`; nil means decide by whether stderr is a terminal.
+    public var foreground: Bool?
+    /// `--json` (`status`).
+    public var json: Bool
+    /// `--name NAME` (`service`).
+    public var name: String?
+    /// `--enable` (`service install`).
+    public var enable: Bool
+
+    /// An invocation; everything but the command defaults to "not given".
+    public init(
+        command: Command,
+        configFile: [UInt8]? = nil,
+        source: [UInt8]? = nil,
+        mirror: [UInt8]? = nil,
+        state: [UInt8]? = nil,
+        excludes: [[UInt8]] = [],
+        settleMilliseconds: Int? = nil,
+        maxDelayMilliseconds: Int? = nil,
+        noDelete: Bool = false,
+        maxDeletePercent: Int? = nil,
+        allowMassDelete: Bool = false,
+        acceptNewSource: Bool = false,
+        content: Bool = false,
+        logLevel: LogLevel? = nil,
+        foreground: Bool? = nil,
+        json: Bool = false,
+        name: String? = nil,
+        enable: Bool = false
+    ) {
+        self.command = command
+        self.configFile = configFile
+        self.source = source
+        self.mirror = mirror
+        self.state = state
+        self.excludes = excludes
+        self.settleMilliseconds = settleMilliseconds
+        self.maxDelayMilliseconds = maxDelayMilliseconds
+        self.noDelete = noDelete
+        self.maxDeletePercent = maxDeletePercent
+        self.allowMassDelete = allowMassDelete
+        self.acceptNewSource = acceptNewSource
+        self.content = content
+        self.logLevel = logLevel
+        self.foreground = foreground
+        self.json = json
+        self.name = name
+        self.enable = enable
+    }
+}

@@ -1,0 +1,5 @@
+/// The version string.
+public enum KeepSyncVersion {
+    /// The current version.
+    public static let current = "0.1.0"
+}

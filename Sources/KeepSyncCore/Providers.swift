@@ -1,0 +1,74 @@
+/// An open source file: its stat at open time, reads, and a re-check.
+public protocol SourceFile: AnyObject {
+    /// The stat taken right after opening.
+    var stat: FileStat { get }
+    /// Reads up to `count` bytes; empty at end of file.
+    func read(upTo count: Int) throws -> [UInt8]
+    /// A fresh `fstat` of the open file.
+    func currentStat() throws -> FileStat
+    /// Closes the file; further calls fail.
+    func close()
+}
+
+/// Read-only access to a tree, relative to its root, never following a symlink.
+public protocol FileSystemProviding: Sendable {
+    /// `lstat` of a path; nil when it does not exist.
+    func stat(_ path: RelativePath) throws -> FileStat?
+    /// The entries of a directory with their `lstat`, in no particular order.
+    func list(_ directory: RelativePath) throws -> [DirectoryEntry]
+    /// The target bytes of a symlink.
+    func readLink(_ path: RelativePath) throws -> [UInt8]
+    /// Opens a regular file for reading.
+    func open(_ path: RelativePath) throws -> any SourceFile
+}
+
+/// Writes into the mirror, relative to its root, never following a symlink and never
+/// writing outside it. Every change is durable when the call returns.
+public protocol FileAccessorProviding: FileSystemProviding {
+    /// Copies `source` to `path` atomically (temp file, data, mode, mtime, fsync,
+    /// unchanged check, rename, directory fsync). Returns the installed file's stat.
+    /// Throws `.sourceChanged` when the source changed during the copy.
+    func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat
+    /// Creates a directory (mode applied later by `setAttributes`).
+    func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat
+    /// Creates or atomically replaces a symlink; returns its stat.
+    func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat
+    /// Removes a path; a directory is removed with everything below it.
+    func remove(_ path: RelativePath) throws
+    /// Renames within the mirror, replacing what is at `to` unless it is a non-empty directory.
+    func rename(_ from: RelativePath, to: RelativePath) throws
+    /// Sets permission bits and/or modification time of a file or directory.
+    func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws
+}
+
+/// The crash-safe home of the bookmark records.
+public protocol BookmarkStorageProviding: Sendable {
+    /// Loads everything; a damaged store yields what could be trusted and `wasDamaged`.
+    func load() throws -> RecordSet
+    /// Appends a batch of changes durably (fsynced before returning).
+    func apply(_ changes: [RecordChange]) throws
+    /// Rewrites the store atomically to hold exactly `set`.
+    func compact(_ set: RecordSet) throws
+}
+
+/// What a watcher reports.
+public enum WatchEvent: Hashable, Sendable {
+    /// Something at the path was created, written or had its metadata changed.
+    case changed(RelativePath)
+    /// A write to the path was closed: it is complete for now.
+    case closedAfterWrite(RelativePath)
+    /// A path moved within the tree.
+    case moved(from: RelativePath, to: RelativePath)
+    /// The path is gone.
+    case removed(RelativePath)
+    /// Events were lost or cannot be trusted: rescan everything.
+    case rescan(reason: String)
+}
+
+/// Watches a tree and reports changes below its root.
+public protocol WatcherProviding: Sendable {
+    /// Starts watching; the stream ends when `stop` is called.
+    func start(excluding excludes: ExcludeMatcher) throws -> AsyncStream<WatchEvent>
+    /// Stops watching and ends the stream.
+    func stop()
+}

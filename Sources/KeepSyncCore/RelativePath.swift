@@ -1,0 +1,98 @@
+/// A path below a sync root, held as raw bytes: components joined by `/`, no leading
+/// or trailing slash. The root itself is the empty path. Never decoded as text.
+public struct RelativePath: Hashable, Comparable, Sendable {
+    /// The path bytes, components separated by `/`.
+    public let bytes: [UInt8]
+
+    /// The root of the tree.
+    public static let root = RelativePath(bytes: [])
+
+    /// Wraps bytes that already form a relative path.
+    public init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// A path from UTF-8 text, for tests and literals.
+    public init(_ text: String) { self.bytes = Array(text.utf8) }
+
+    /// True for the root.
+    public var isRoot: Bool { bytes.isEmpty }
+
+    /// The child `name` of this path.
+    public func appending(_ name: [UInt8]) -> RelativePath {
+        if bytes.isEmpty { return RelativePath(bytes: name) }
+        var out = bytes
+        out.reserveCapacity(bytes.count + 1 + name.count)
+        out.append(0x2F)
+        out.append(contentsOf: name)
+        return RelativePath(bytes: out)
+    }
+
+    /// The last component (empty for the root).
+    public var name: [UInt8] {
+        guard let slash = bytes.lastIndex(of: 0x2F) else { return bytes }
+        return Array(bytes[(slash + 1)...])
+    }
+
+    /// The containing path, or nil for the root.
+    public var parent: RelativePath? {
+        if bytes.isEmpty { return nil }
+        guard let slash = bytes.lastIndex(of: 0x2F) else { return .root }
+        return RelativePath(bytes: Array(bytes[..<slash]))
+    }
+
+    /// The components, outermost first.
+    public var components: [[UInt8]] {
+        bytes.isEmpty ? [] : bytes.split(separator: 0x2F, omittingEmptySubsequences: false).map(Array.init)
+    }
+
+    /// Number of components.
+    public var depth: Int { bytes.isEmpty ? 0 : bytes.reduce(1) { $1 == 0x2F ? $0 + 1 : $0 } }
+
+    /// True when this path is `other` or lies below it.
+    public func isWithin(_ other: RelativePath) -> Bool {
+        if other.bytes.isEmpty { return true }
+        guard bytes.count >= other.bytes.count, bytes.starts(with: other.bytes) else { return false }
+        return bytes.count == other.bytes.count || bytes[other.bytes.count] == 0x2F
+    }
+
+    /// This path with the prefix `from` replaced by `to`; nil when not within `from`.
+    public func rebased(from: RelativePath, to: RelativePath) -> RelativePath? {
+        guard isWithin(from) else { return nil }
+        let rest = bytes.dropFirst(from.bytes.count).drop { $0 == 0x2F }
+        if rest.isEmpty { return to }
+        return to.appending(Array(rest))
+    }
+
+    /// The path as `check` and `status` print it: `.` for the root, bytes outside
+    /// printable ASCII and `\` as `\xHH` (lower-case hex).
+    public var escaped: String { bytes.isEmpty ? "." : ByteEscaping.escape(bytes) }
+
+    /// Byte-wise order, with `/` sorting before every other byte so parents precede children.
+    public static func < (lhs: RelativePath, rhs: RelativePath) -> Bool {
+        for (a, b) in zip(lhs.bytes, rhs.bytes) where a != b {
+            if a == 0x2F { return true }
+            if b == 0x2F { return false }
+            return a < b
+        }
+        return lhs.bytes.count < rhs.bytes.count
+    }
+}
+
+/// Escapes bytes for display: printable ASCII stays, everything else and `\` become `\xHH`.
+public enum ByteEscaping {
+    /// The escaped form of `bytes`.
+    public static func escape<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+        let hex: [Character] = Array("0123456789abcdef")
+        var out = ""
+        out.reserveCapacity(bytes.count)
+        for b in bytes {
+            if b >= 0x20 && b < 0x7F && b != 0x5C {
+                out.append(Character(Unicode.Scalar(b)))
+            } else {
+                out.append("\\x")
+                out.append(hex[Int(b >> 4)])
+                out.append(hex[Int(b & 0xF)])
+            }
+        }
+        return out
+    }
+}

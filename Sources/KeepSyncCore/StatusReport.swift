@@ -1,0 +1,78 @@
+/// The contents of `status.json`.
+public struct StatusReport: Equatable, Sendable {
+    /// `starting`, `syncing`, `watching`, `stopped` or `error`.
+    public var state: String
+    /// The agent's PID.
+    public var pid: Int
+    /// Source path, for display.
+    public var source: String
+    /// Mirror path, for display.
+    public var mirror: String
+    /// Regular files the mirror holds.
+    public var files: Int
+    /// Their total size.
+    public var bytes: UInt64
+    /// Queued paths.
+    public var pending: Int
+    /// When a full pass last completed (ISO 8601, UTC), if ever.
+    public var lastFullSync: String?
+    /// Deletions held by the brake.
+    public var heldDeletes: Int
+    /// Paths whose last attempt failed.
+    public var errors: [(path: String, message: String)]
+
+    /// A report.
+    public init(state: String, pid: Int, source: String, mirror: String, files: Int, bytes: UInt64, pending: Int,
+                lastFullSync: String?, heldDeletes: Int = 0, errors: [(path: String, message: String)] = []) {
+        self.state = state
+        self.pid = pid
+        self.source = source
+        self.mirror = mirror
+        self.files = files
+        self.bytes = bytes
+        self.pending = pending
+        self.lastFullSync = lastFullSync
+        self.heldDeletes = heldDeletes
+        self.errors = errors
+    }
+
+    /// Compares every field.
+    public static func == (a: StatusReport, b: StatusReport) -> Bool {
+        a.state == b.state && a.pid == b.pid && a.source == b.source && a.mirror == b.mirror && a.files == b.files
+            && a.bytes == b.bytes && a.pending == b.pending && a.lastFullSync == b.lastFullSync
+            && a.heldDeletes == b.heldDeletes && a.errors.map(\.path) == b.errors.map(\.path)
+            && a.errors.map(\.message) == b.errors.map(\.message)
+    }
+
+    /// The JSON text (one object, keys in SPEC order, newline-terminated).
+    public var json: String {
+        var s = "{\"state\": \(Self.quote(state)), \"pid\": \(pid), \"source\": \(Self.quote(source)), "
+        s += "\"mirror\": \(Self.quote(mirror)), \"files\": \(files), \"bytes\": \(bytes), \"pending\": \(pending), "
+        s += "\"lastFullSync\": \(lastFullSync.map(Self.quote) ?? "null"), \"heldDeletes\": \(heldDeletes), \"errors\": ["
+        s += errors.map { "{\"path\": \(Self.quote($0.path)), \"message\": \(Self.quote($0.message))}" }.joined(separator: ", ")
+        s += "]}\n"
+        return s
+    }
+
+    /// A JSON string literal.
+    static func quote(_ text: String) -> String {
+        var out = "\""
+        for u in text.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case "\r": out += "\\r"
+            default:
+                if u.value < 0x20 {
+                    let hex = String(u.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(u)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,255 @@
+/// Options of a full pass.
+public struct SyncOptions: Sendable {
+    /// Whether deletions propagate.
+    public var deleteEnabled: Bool
+    /// Compare file bytes as well as metadata.
+    public var compareContent: Bool
+    /// The mass-delete brake's threshold, percent of the mirror's entries (100 = off).
+    public var maxDeletePercent: Int
+    /// Lift the brake for this pass.
+    public var allowMassDelete: Bool
+    /// Paths never compared, copied or deleted.
+    public var excludes: ExcludeMatcher
+
+    /// Options.
+    public init(deleteEnabled: Bool = true, compareContent: Bool = false, maxDeletePercent: Int = 50,
+                allowMassDelete: Bool = false, excludes: ExcludeMatcher = .none) {
+        self.deleteEnabled = deleteEnabled
+        self.compareContent = compareContent
+        self.maxDeletePercent = maxDeletePercent
+        self.allowMassDelete = allowMassDelete
+        self.excludes = excludes
+    }
+}
+
+/// The outcome of a pass.
+public struct SyncSummary: Sendable, Equatable {
+    /// Files copied.
+    public var copiedFiles = 0
+    /// Bytes copied.
+    public var copiedBytes: UInt64 = 0
+    /// Directories created.
+    public var createdDirectories = 0
+    /// Symlinks created or replaced.
+    public var createdLinks = 0
+    /// Mirror entries removed.
+    public var removedEntries = 0
+    /// Deletions held by the brake.
+    public var heldDeletes = 0
+    /// Special files skipped.
+    public var skippedSpecial = 0
+    /// Paths that failed, with the reason.
+    public var errors: [KeepSyncError] = []
+
+    /// A summary.
+    public init() {}
+}
+
+/// A full verify-and-repair pass over the protocols: walk source and mirror side by
+/// side, feed every path through the Planner, apply, then forget stale records.
+public final class SyncEngine {
+    let source: any FileSystemProviding
+    let mirror: any FileAccessorProviding
+    let store: any BookmarkStorageProviding
+    /// The records as the store holds them.
+    public private(set) var records: RecordSet
+    /// Options of the passes.
+    public var options: SyncOptions
+    let logger: Logger
+    var warnedSpecial: Set<RelativePath> = []
+    var pendingChanges: [RecordChange] = []
+    var storeError: (any Error)?
+    /// Batch size for record appends.
+    static let batchSize = 1024
+
+    /// An engine over the given seams with the records already loaded.
+    public init(source: any FileSystemProviding, mirror: any FileAccessorProviding, store: any BookmarkStorageProviding,
+                records: RecordSet, options: SyncOptions, logger: Logger = .silent) {
+        self.source = source
+        self.mirror = mirror
+        self.store = store
+        self.records = records
+        self.options = options
+        self.logger = logger
+    }
+
+    var planner: Planner { Planner(deleteEnabled: options.deleteEnabled) }
+
+    // MARK: Scan
+
+    /// Compares source, records and mirror below `scope`; changes nothing. Warns once
+    /// per process about each special file.
+    public func scan(_ scope: RelativePath = .root) throws -> SyncScan {
+        let scan = try TreeScanner(source: source, mirror: mirror, records: records, options: options).scan(scope)
+        for path in scan.specialFiles where !warnedSpecial.contains(path) {
+            warnedSpecial.insert(path)
+            logger.warning("skipping \(path.escaped): not a regular file, directory or symlink")
+        }
+        return scan
+    }
+
+    // MARK: Apply
+
+    /// True when the brake holds this scan's deletions.
+    public func brakeHolds(_ scan: SyncScan) -> Bool {
+        guard !options.allowMassDelete, options.maxDeletePercent < 100, scan.deletions > 10 else { return false }
+        return scan.deletions * 100 > options.maxDeletePercent * max(scan.mirrorEntries, 1)
+    }
+
+    /// Applies a scan: every step in order, errors per path, records appended in
+    /// batches after the mirror changes they describe are durable.
+    public func apply(_ scan: SyncScan) -> SyncSummary {
+        var summary = SyncSummary()
+        let hold = brakeHolds(scan)
+        var dirty: Set<RelativePath> = []
+        var blocked: [RelativePath] = []   // directories whose entries cannot be worked on
+
+        func isBlocked(_ p: RelativePath) -> Bool {
+            blocked.contains { p != $0 && p.isWithin($0) }
+        }
+        func markDirty(_ p: RelativePath) { if let parent = p.parent { dirty.insert(parent) } }
+
+        for step in scan.steps {
+            switch step {
+            case .removeTemporary(let path):
+                if isBlocked(path) { continue }
+                do {
+                    try mirror.remove(path)
+                    markDirty(path)
+                    logger.debug("removed leftover temp file \(path.escaped)")
+                } catch { report(error, path: path, into: &summary) }
+
+            case .path(let state, let actions, let removedEntries):
+                let path = state.path
+                if isBlocked(path) { continue }
+                if hold && actions.contains(where: \.isDeletion) {
+                    summary.heldDeletes += removedEntries
+                    if state.source?.kind == .directory { blocked.append(path) }
+                    continue
+                }
+                for action in actions {
+                    do {
+                        try execute(action, state: state, summary: &summary)
+                        if action.changesMirrorEntries { markDirty(path) }
+                    } catch {
+                        report(error, path: path, into: &summary)
+                        if state.source?.kind == .directory { blocked.append(path) }
+                        break
+                    }
+                }
+
+            case .finishDirectory(let path, let sourceStat):
+                if isBlocked(path) || blocked.contains(path) { continue }
+                do {
+                    guard let m = try mirror.stat(path), m.kind == .directory else { continue }
+                    let actions = planner.finishDirectory(path: path, source: sourceStat, mirror: m,
+                                                          record: records.records[path], entriesChanged: dirty.contains(path))
+                    for action in actions { try execute(action, state: PathState(path: path, source: sourceStat, record: nil, mirror: m), summary: &summary) }
+                } catch { report(error, path: path, into: &summary) }
+            }
+        }
+        // Forget records of paths the scan no longer found (only when nothing was held or blocked).
+        for path in scan.staleRecords where records.records[path] != nil {
+            if hold || blocked.contains(where: { path.isWithin($0) }) { continue }
+            change(.remove(path))
+        }
+        flushRecords(&summary)
+        return summary
+    }
+
+    /// Carries out one action against the mirror and the records.
+    private func execute(_ action: SyncAction, state: PathState, summary: inout SyncSummary) throws {
+        switch action {
+        case .copyFile(let path):
+            try copy(path, summary: &summary)
+        case .makeDirectory(let path, let mode):
+            let st = try mirror.makeDirectory(path, mode: mode)
+            summary.createdDirectories += 1
+            logger.debug("created directory \(path.escaped) (inode \(st.inode))")
+        case .makeSymlink(let path, let target):
+            let st = try mirror.makeSymlink(path, target: target, mtime: state.source?.mtime ?? Timespec(seconds: 0, nanoseconds: 0))
+            summary.createdLinks += 1
+            if let s = state.source { change(.put(FileRecord(path: path, source: s, linkTarget: target, mirrorInode: st.inode))) }
+            logger.debug("linked \(path.escaped)")
+        case .remove(let path):
+            try mirror.remove(path)
+            summary.removedEntries += 1
+            logger.info("removed \(path.escaped)")
+            for p in records.records.keys where p.isWithin(path) && p != path { change(.remove(p)) }
+        case .setAttributes(let path, let mode, let mtime):
+            try mirror.setAttributes(path, mode: mode, mtime: mtime)
+        case .updateRecord(let record):
+            change(.put(record))
+        case .dropRecord(let path):
+            change(.remove(path))
+        case .skipSpecial:
+            summary.skippedSpecial += 1
+        }
+    }
+
+    /// Copies one file, again when it changed during the copy; a vanished source is no error.
+    private func copy(_ path: RelativePath, summary: inout SyncSummary) throws {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let file: any SourceFile
+            do { file = try source.open(path) } catch let error as KeepSyncError where error.code == .notFound {
+                logger.debug("\(path.escaped) vanished before it was copied")
+                return
+            }
+            defer { file.close() }
+            do {
+                let installed = try mirror.install(path, from: file)
+                summary.copiedFiles += 1
+                summary.copiedBytes += installed.size
+                change(.put(FileRecord(path: path, source: file.stat, mirrorInode: installed.inode)))
+                logger.debug("copied \(path.escaped) (\(installed.size) bytes)")
+                return
+            } catch let error as KeepSyncError where error.code == .sourceChanged && attempt < 5 {
+                logger.debug("\(path.escaped) changed during copy; copying again")
+            }
+        }
+    }
+
+    private func report(_ error: any Error, path: RelativePath, into summary: inout SyncSummary) {
+        let e = (error as? KeepSyncError) ?? KeepSyncError(.io, "\(error)", path: path)
+        var withPath = e
+        if withPath.path == nil { withPath.path = path }
+        summary.errors.append(withPath)
+        logger.error("\(withPath.description)")
+    }
+
+    /// Queues a record change; appended in batches.
+    private func change(_ c: RecordChange) {
+        records.apply(c)
+        pendingChanges.append(c)
+        if pendingChanges.count >= SyncEngine.batchSize { appendPending() }
+    }
+
+    /// Appends the queued record changes durably; a failure is kept for the summary.
+    private func appendPending() {
+        guard !pendingChanges.isEmpty else { return }
+        do {
+            try store.apply(pendingChanges)
+            pendingChanges.removeAll(keepingCapacity: true)
+        } catch {
+            storeError = error
+        }
+    }
+
+    /// Appends what is queued and reports a store failure of this pass.
+    func flushRecords(_ summary: inout SyncSummary) {
+        appendPending()
+        if let storeError {
+            report(storeError, path: .root, into: &summary)
+            self.storeError = nil
+        }
+    }
+
+    /// Records the source root's identity when it differs from the stored one.
+    public func recordRoot(_ identity: RootIdentity) throws {
+        guard records.root != identity else { return }
+        records.root = identity
+        try store.apply([.setRoot(identity)])
+    }
+}

@@ -1,0 +1,11 @@
+/// keepsync's temp file names: `.keepsync-tmp-` followed by 16 lower-case hex digits.
+public enum TemporaryName {
+    /// The prefix.
+    public static let prefix: [UInt8] = Array(".keepsync-tmp-".utf8)
+
+    /// True when `name` is exactly a keepsync temp name.
+    public static func matches(_ name: [UInt8]) -> Bool {
+        guard name.count == prefix.count + 16, name.starts(with: prefix) else { return false }
+        return name[prefix.count...].allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+}

@@ -1,0 +1,145 @@
+/// What a scan found: the steps in depth-first order and the counts the brake needs.
+public struct SyncScan: Sendable {
+    /// One unit of work.
+    public enum Step: Sendable, Equatable {
+        /// The actions for one path; `removedEntries` counts mirror entries its removal takes.
+        case path(PathState, [SyncAction], removedEntries: Int)
+        /// A directory's entries are done: set its attributes and record.
+        case finishDirectory(RelativePath, source: FileStat)
+        /// A leftover temp file no record claims.
+        case removeTemporary(RelativePath)
+    }
+
+    /// Where the scan started.
+    public var scope: RelativePath
+    /// Steps, parents before children, a directory's finish after its entries.
+    public var steps: [Step] = []
+    /// Mirror entries below the scope (the scope itself excluded).
+    public var mirrorEntries = 0
+    /// Mirror entries the steps would remove (type changes included).
+    public var deletions = 0
+    /// Mirror paths under removed directories, for `check` (only when asked).
+    public var removedBelow: [RelativePath: [RelativePath]] = [:]
+    /// Special files met (FIFOs, sockets, devices).
+    public var specialFiles: [RelativePath] = []
+    /// Source paths visited that had a record.
+    public var visitedRecords: Set<RelativePath> = []
+    /// Records below the scope for paths the scan found on neither side.
+    public var staleRecords: [RelativePath] = []
+}
+
+/// Walks source and mirror side by side and plans every path: the read-only half of a
+/// pass, shared by `sync`, `run` and `check`.
+public struct TreeScanner {
+    let source: any FileSystemProviding
+    let mirror: any FileSystemProviding
+    let records: RecordSet
+    let options: SyncOptions
+
+    /// A scanner over a source, a mirror (read side) and the records.
+    public init(source: any FileSystemProviding, mirror: any FileSystemProviding, records: RecordSet, options: SyncOptions) {
+        self.source = source
+        self.mirror = mirror
+        self.records = records
+        self.options = options
+    }
+
+    var planner: Planner { Planner(deleteEnabled: options.deleteEnabled) }
+
+    /// Compares source, records and mirror below `scope` by metadata (and bytes with
+    /// `compareContent`). Reads no file contents otherwise; changes nothing.
+    public func scan(_ scope: RelativePath = .root, collectRemovedPaths: Bool = false) throws -> SyncScan {
+        var scan = SyncScan(scope: scope)
+        let sourceStat = try source.stat(scope)
+        let mirrorStat = try mirror.stat(scope)
+        try scanPath(scope, source: sourceStat, mirror: mirrorStat, into: &scan, collect: collectRemovedPaths)
+        if scan.visitedRecords.count < records.records.count {
+            scan.staleRecords = records.records.keys.filter { $0.isWithin(scope) && !scan.visitedRecords.contains($0) }
+        }
+        return scan
+    }
+
+    private func scanPath(_ path: RelativePath, source s: FileStat?, mirror m: FileStat?, into scan: inout SyncScan,
+                          collect: Bool) throws {
+        let record = records.records[path]
+        if record != nil { scan.visitedRecords.insert(path) }
+        var state = PathState(path: path, source: s, record: record, mirror: m)
+        if s?.kind == .symlink { state.sourceLink = try? source.readLink(path) }
+        if m?.kind == .symlink { state.mirrorLink = try? mirror.readLink(path) }
+        if options.compareContent, let s, let m, s.kind == .regular, m.kind == .regular, s.size == m.size {
+            state.contentEqual = try? contentsEqual(path)
+        }
+        let actions = planner.plan(state)
+        if actions.contains(.skipSpecial(path)) { scan.specialFiles.append(path) }
+        var removed = 0
+        if let m, !path.isRoot, actions.contains(where: \.isDeletion) {
+            removed = 1
+            if m.kind == .directory {
+                let below = mirrorSubtree(path)
+                removed += below.count
+                if collect { scan.removedBelow[path] = below }
+            }
+            scan.deletions += removed
+            scan.mirrorEntries += removed - 1
+        }
+        if !actions.isEmpty { scan.steps.append(.path(state, actions, removedEntries: removed)) }
+        guard let s, s.kind == .directory else { return }
+
+        // Walk the directory's entries side by side.
+        let sourceEntries = try source.list(path)
+        var mirrorEntries: [DirectoryEntry] = []
+        if let m, m.kind == .directory { mirrorEntries = (try? mirror.list(path)) ?? [] }
+        var mirrorByName: [[UInt8]: FileStat] = [:]
+        mirrorByName.reserveCapacity(mirrorEntries.count)
+        for e in mirrorEntries { mirrorByName[e.name] = e.stat }
+        var names = Set(sourceEntries.map(\.name))
+        var sourceByName: [[UInt8]: FileStat] = [:]
+        sourceByName.reserveCapacity(sourceEntries.count)
+        for e in sourceEntries { sourceByName[e.name] = e.stat }
+        for e in mirrorEntries { names.insert(e.name) }
+        for name in names.sorted(by: { RelativePath(bytes: $0) < RelativePath(bytes: $1) }) {
+            let child = path.appending(name)
+            let cs = sourceByName[name]
+            let cm = mirrorByName[name]
+            let isDir = (cs ?? cm)?.kind == .directory
+            if options.excludes.matches(child, isDirectory: isDir) { continue }
+            if cm != nil { scan.mirrorEntries += 1 }
+            if cs == nil, TemporaryName.matches(name), records.records[child] == nil {
+                scan.mirrorEntries -= 1
+                scan.steps.append(.removeTemporary(child))
+                continue
+            }
+            try scanPath(child, source: cs, mirror: cm, into: &scan, collect: collect)
+        }
+        scan.steps.append(.finishDirectory(path, source: s))
+    }
+
+    /// The mirror paths below a directory, sorted.
+    private func mirrorSubtree(_ dir: RelativePath) -> [RelativePath] {
+        var paths: [RelativePath] = []
+        var stack = [dir]
+        while let d = stack.popLast() {
+            guard let entries = try? mirror.list(d) else { continue }
+            for e in entries {
+                let p = d.appending(e.name)
+                paths.append(p)
+                if e.stat.kind == .directory { stack.append(p) }
+            }
+        }
+        return paths.sorted()
+    }
+
+    /// Byte comparison of the source and mirror file at `path`.
+    func contentsEqual(_ path: RelativePath) throws -> Bool {
+        let a = try source.open(path)
+        defer { a.close() }
+        let b = try mirror.open(path)
+        defer { b.close() }
+        while true {
+            let x = try a.read(upTo: 1 << 18)
+            let y = try b.read(upTo: 1 << 18)
+            if x != y { return false }
+            if x.isEmpty { return true }
+        }
+    }
+}

@@ -1,0 +1,210 @@
+import CKeepSyncShims
+import Glibc
+import KeepSyncCore
+
+/// Writes into the mirror: every call relative to the mirror root's descriptor, never
+/// following a symlink, files installed by temp file + fsync + rename + directory fsync.
+public final class AtomicFileAccessor: FileAccessorProviding {
+    /// Read access to the same tree, through the same confined lookups.
+    let tree: PosixFileSystem
+
+    /// Opens the mirror root, which must exist.
+    public init(rootPath: [UInt8]) throws {
+        tree = try PosixFileSystem(rootPath: rootPath)
+    }
+
+    /// The prefix of keepsync's temp files.
+    public static let temporaryPrefix = Array(".keepsync-tmp-".utf8)
+
+    /// True for names of the form `.keepsync-tmp-` + 16 hex digits.
+    public static func isTemporaryName(_ name: [UInt8]) -> Bool {
+        TemporaryName.matches(name)
+    }
+
+    public func stat(_ path: RelativePath) throws -> FileStat? { try tree.stat(path) }
+    public func list(_ directory: RelativePath) throws -> [DirectoryEntry] { try tree.list(directory) }
+    public func readLink(_ path: RelativePath) throws -> [UInt8] { try tree.readLink(path) }
+    public func open(_ path: RelativePath) throws -> any SourceFile { try tree.open(path) }
+
+    /// Copies `source` into place atomically and durably; see `FileAccessorProviding`.
+    public func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat {
+        try tree.withParent(path) { parent, name in
+            let (temp, tempName) = try createTemporary(in: parent, path: path)
+            var installed = false
+            defer {
+                temp.close()
+                if !installed { try? Sys.unlink(parent, tempName, directory: false) }
+            }
+            try copyData(from: source, to: temp, path: path)
+            do throws(Errno) {
+                try temp.setMode(source.stat.mode)
+                try temp.setModificationTime(source.stat.mtime)
+                try temp.sync()
+            } catch { throw error.error("finish temp file", path: path) }
+            let now = try source.currentStat()
+            guard now.sameVersion(as: source.stat) else {
+                throw KeepSyncError(.sourceChanged, "source changed during copy", path: path)
+            }
+            do throws(Errno) { try Sys.rename(parent, tempName, parent, name) } catch { throw error.error("renameat", path: path) }
+            installed = true
+            do throws(Errno) { try parent.sync() } catch { throw error.error("fsync directory", path: path) }
+            do throws(Errno) { return try temp.stat() } catch { throw error.error("fstat", path: path) }
+        }
+    }
+
+    /// Creates `.keepsync-tmp-<16 hex>` with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600.
+    func createTemporary(in parent: FileDescriptor, path: RelativePath) throws -> (FileDescriptor, [UInt8]) {
+        while true {
+            let name = AtomicFileAccessor.temporaryPrefix + Sys.randomHex16()
+            do throws(Errno) {
+                let fd = try Sys.open(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
+                return (fd, name)
+            } catch {
+                if error == .fileExists { continue }
+                throw error.error("create temp file", path: path)
+            }
+        }
+    }
+
+    /// FICLONE, then copy_file_range, then read/write; copies to end of file.
+    func copyData(from source: any SourceFile, to dest: FileDescriptor, path: RelativePath) throws {
+        guard let posix = source as? PosixSourceFile, let src = posix.fd else {
+            while true {
+                let chunk = try source.read(upTo: 1 << 20)
+                if chunk.isEmpty { return }
+                do throws(Errno) { try dest.writeAll(chunk) } catch { throw error.error("write", path: path) }
+            }
+        }
+        if source.stat.size > 0 {
+            do throws(Errno) {
+                try Sys.cloneFile(to: dest, from: src)
+                return
+            } catch {
+                if error.code == .noSpace || error.code == .io && error.rawValue == EIO { throw error.error("ioctl FICLONE", path: path) }
+            }
+        }
+        var useRange = true
+        while useRange {
+            do throws(Errno) {
+                if try Sys.copyRange(from: src, to: dest, count: 1 << 30) == 0 { return }
+            } catch {
+                switch error.rawValue {
+                case EXDEV, ENOSYS, EINVAL, EOPNOTSUPP, EBADF: useRange = false
+                default: throw error.error("copy_file_range", path: path)
+                }
+            }
+        }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buffer.deallocate() }
+        while true {
+            let n: Int
+            do throws(Errno) { n = try src.read(into: buffer) } catch { throw error.error("read", path: path) }
+            if n == 0 { return }
+            do throws(Errno) { try dest.writeAll(UnsafeRawBufferPointer(rebasing: buffer[..<n])) } catch { throw error.error("write", path: path) }
+        }
+    }
+
+    /// Creates a directory with mode 0700 (its real mode is set after its entries).
+    public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
+        try tree.withParent(path) { parent, name in
+            do throws(Errno) {
+                try Sys.makeDirectory(parent, name, mode: 0o700)
+                try parent.sync()
+                guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
+                return st
+            } catch { throw error.error("mkdirat", path: path) }
+        }
+    }
+
+    /// Creates a symlink under a temp name, sets its mtime, renames it into place.
+    public func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
+        try tree.withParent(path) { parent, name in
+            var tempName: [UInt8] = []
+            while true {
+                tempName = AtomicFileAccessor.temporaryPrefix + Sys.randomHex16()
+                do throws(Errno) {
+                    try Sys.makeSymlink(target: target, parent, tempName)
+                    break
+                } catch {
+                    if error == .fileExists { continue }
+                    throw error.error("symlinkat", path: path)
+                }
+            }
+            do throws(Errno) {
+                try? Sys.setModificationTime(parent, tempName, mtime)
+                try Sys.rename(parent, tempName, parent, name)
+                try parent.sync()
+                guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
+                return st
+            } catch {
+                try? Sys.unlink(parent, tempName, directory: false)
+                throw error.error("renameat symlink", path: path)
+            }
+        }
+    }
+
+    /// Removes a path; a directory with everything below it.
+    public func remove(_ path: RelativePath) throws {
+        precondition(!path.isRoot, "the mirror root is never removed")
+        try tree.withParent(path) { parent, name in
+            do throws(Errno) {
+                guard let st = try Sys.lstat(parent, name) else { return }
+                if st.kind == .directory {
+                    try removeContents(parent, name)
+                    try Sys.unlink(parent, name, directory: true)
+                } else {
+                    try Sys.unlink(parent, name, directory: false)
+                }
+                try parent.sync()
+            } catch { throw error.error("remove", path: path) }
+        }
+    }
+
+    /// Empties the directory `name` inside `parent`, never following links.
+    private func removeContents(_ parent: FileDescriptor, _ name: [UInt8]) throws(Errno) {
+        let dir = try Sys.open(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+        defer { dir.close() }
+        try? dir.setMode(0o700)
+        for child in try Sys.readDirectory(dir) {
+            guard let st = try Sys.lstat(dir, child) else { continue }
+            if st.kind == .directory {
+                try removeContents(dir, child)
+                try Sys.unlink(dir, child, directory: true)
+            } else {
+                try Sys.unlink(dir, child, directory: false)
+            }
+        }
+    }
+
+    /// Renames within the mirror and makes both directories durable.
+    public func rename(_ from: RelativePath, to: RelativePath) throws {
+        try tree.withParent(from) { fromParent, fromName in
+            try tree.withParent(to) { toParent, toName in
+                do throws(Errno) {
+                    try Sys.rename(fromParent, fromName, toParent, toName)
+                    try toParent.sync()
+                    if from.parent != to.parent { try fromParent.sync() }
+                } catch { throw error.error("renameat", path: from) }
+            }
+        }
+    }
+
+    /// Sets permission bits and/or the modification time, never through a symlink.
+    public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
+        if path.isRoot {
+            do throws(Errno) {
+                let fd = try tree.openDirectory(.root)
+                defer { fd.close() }
+                if let mode { try fd.setMode(mode) }
+                if let mtime { try fd.setModificationTime(mtime) }
+            } catch { throw error.error("set attributes", path: path) }
+            return
+        }
+        try tree.withParent(path) { parent, name in
+            do throws(Errno) {
+                if let mode { try Sys.setMode(parent, name, mode) }
+                if let mtime { try Sys.setModificationTime(parent, name, mtime) }
+            } catch { throw error.error("set attributes", path: path) }
+        }
+    }
+}

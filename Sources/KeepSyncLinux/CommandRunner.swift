@@ -1,0 +1,258 @@
+import Foundation
+import Glibc
+import KeepSyncCore
+
+/// Carries out one invocation of the `keepsync` command: resolves configuration and
+/// paths, takes the lock, wires the production seams and reports. Returns the exit code.
+public struct CommandRunner {
+    let arguments: [[UInt8]]
+    let environment: [String: String]
+
+    /// A runner for argv (without argv[0]) and the process environment.
+    public init(arguments: [[UInt8]], environment: [String: String]) {
+        self.arguments = arguments
+        self.environment = environment
+    }
+
+    /// Everything a command needs, resolved.
+    struct Settings {
+        var configuration: Configuration
+        var invocation: Invocation
+        var source: [UInt8]
+        var mirror: [UInt8]
+        var state: [UInt8]
+        var excludes: ExcludeMatcher
+        var configFile: [UInt8]?
+
+        var options: SyncOptions {
+            SyncOptions(deleteEnabled: configuration.deleteEnabled, compareContent: invocation.content,
+                        maxDeletePercent: configuration.maxDeletePercent, allowMassDelete: invocation.allowMassDelete,
+                        excludes: excludes)
+        }
+    }
+
+    /// Runs the command and returns its exit code.
+    public func run() -> ExitCode {
+        if arguments.isEmpty {
+            LogSink.write(CommandLineParser.usage)
+            return .usage
+        }
+        let invocation: Invocation
+        do { invocation = try CommandLineParser.parse(arguments) } catch {
+            fail(error, foreground: LogSink.stderrIsTerminal)
+            return .usage
+        }
+        let foreground = invocation.foreground ?? LogSink.stderrIsTerminal
+        do {
+            switch invocation.command {
+            case .help:
+                LogSink.writeOut(CommandLineParser.usage)
+                return .success
+            case .version:
+                LogSink.writeOut("keepsync \(KeepSyncVersion.current)\n")
+                return .success
+            case .sync:
+                return try sync(try settings(invocation), foreground: foreground)
+            case .check:
+                return try check(try settings(invocation), foreground: foreground)
+            case .status:
+                return try status(try settings(invocation))
+            case .run, .serviceInstall, .serviceUninstall:
+                throw KeepSyncError(.configuration, "this command is not available yet in this build")
+            }
+        } catch let error as KeepSyncError {
+            fail(error, foreground: foreground)
+            switch error.code {
+            case .configuration: return .usage
+            case .unsafe: return .unsafe
+            default: return .failure
+            }
+        } catch {
+            fail(error, foreground: foreground)
+            return .failure
+        }
+    }
+
+    /// Prints a one-line error.
+    func fail(_ error: any Error, foreground: Bool) {
+        let text = (error as? KeepSyncError)?.description ?? "\(error)"
+        if foreground {
+            LogSink.write("keepsync: error: \(text)\n")
+        } else {
+            LogSink.write("<3>keepsync: error: \(text)\n")
+        }
+    }
+
+    var home: [UInt8] {
+        if let h = environment["HOME"], !h.isEmpty { return Array(h.utf8) }
+        if let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir { return Array(String(cString: dir).utf8) }
+        return [0x2F]
+    }
+
+    func xdg(_ variable: String, fallback: String) -> [UInt8] {
+        if let v = environment[variable], v.first == "/" { return Array(v.utf8) }
+        return home + Array("/\(fallback)".utf8)
+    }
+
+    /// Loads the configuration file and flags, resolves and checks the paths.
+    func settings(_ invocation: Invocation) throws -> Settings {
+        var file = Configuration()
+        var configPath: [UInt8]?
+        if let explicit = invocation.configFile {
+            configPath = explicit
+        } else {
+            let candidate = xdg("XDG_CONFIG_HOME", fallback: ".config") + Array("/keepsync/keepsync.conf".utf8)
+            if HostPaths.stat(candidate) != nil { configPath = candidate }
+        }
+        if let configPath {
+            let bytes: [UInt8]
+            do { bytes = try HostPaths.read(configPath) } catch let e as KeepSyncError {
+                throw KeepSyncError(.configuration, "--config: \(e.message)")
+            }
+            file = try ConfigFileParser.parse(bytes, fileName: HostPaths.display(configPath), home: home)
+        }
+        let config = CommandLineParser.merge(file: file, invocation: invocation, home: home)
+        let where_ = configPath.map { " (or 'KEY =' in \(HostPaths.display($0)))" } ?? ""
+        guard let rawSource = config.source else {
+            throw KeepSyncError(.configuration, "missing --source\(where_.replacingOccurrences(of: "KEY", with: "source"))")
+        }
+        guard let rawMirror = config.mirror else {
+            throw KeepSyncError(.configuration, "missing --mirror\(where_.replacingOccurrences(of: "KEY", with: "mirror"))")
+        }
+        let source = HostPaths.resolve(rawSource)
+        let mirror = HostPaths.resolve(rawMirror)
+        let s = HostPaths.display(source), m = HostPaths.display(mirror)
+        if source == mirror { throw KeepSyncError(.configuration, "source and mirror are the same directory: \(s)") }
+        if HostPaths.isWithin(mirror, source) { throw KeepSyncError(.configuration, "mirror \(m) is inside source \(s)") }
+        if HostPaths.isWithin(source, mirror) { throw KeepSyncError(.configuration, "source \(s) is inside mirror \(m)") }
+        let state: [UInt8]
+        if let explicit = config.state {
+            state = HostPaths.resolve(explicit)
+        } else {
+            state = xdg("XDG_STATE_HOME", fallback: ".local/state") + Array("/keepsync/".utf8)
+                + Array(StateDirectoryName.name(source: source, mirror: mirror).utf8)
+        }
+        if HostPaths.isWithin(state, source) || HostPaths.isWithin(state, mirror) {
+            throw KeepSyncError(.configuration, "--state \(HostPaths.display(state)) must not be inside the source or the mirror")
+        }
+        let excludes = try ExcludeMatcher(patterns: config.excludes)
+        return Settings(configuration: config, invocation: invocation, source: source, mirror: mirror, state: state,
+                        excludes: excludes, configFile: configPath)
+    }
+
+    // MARK: sync
+
+    func sync(_ settings: Settings, foreground: Bool) throws -> ExitCode {
+        let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground)
+        try HostPaths.makeDirectories(settings.state, mode: 0o700)
+        let lock = try StateLock(stateDirectory: settings.state)
+        defer { lock.release() }
+        let store = try JournalBookmarkStore(directory: settings.state)
+        let records = try store.load()
+        logger.debug("loaded \(records.records.count) records from \(HostPaths.display(settings.state))")
+        if records.wasDamaged {
+            logger.warning("the records in \(HostPaths.display(settings.state)) were damaged; comparing source and mirror in full")
+        }
+        let sourceName = HostPaths.display(settings.source)
+        let rootStat = HostPaths.stat(settings.source)
+        var rootIsEmpty = false
+        if rootStat?.kind == .directory {
+            rootIsEmpty = (try? PosixFileSystem(rootPath: settings.source).list(.root).isEmpty) ?? false
+        }
+        switch SourceSafety.evaluate(sourcePath: sourceName, root: rootStat, rootIsEmpty: rootIsEmpty, records: records,
+                                     acceptNewSource: settings.invocation.acceptNewSource,
+                                     allowMassDelete: settings.invocation.allowMassDelete) {
+        case .proceed: break
+        case .usage(let message): throw KeepSyncError(.configuration, message)
+        case .refuse(let message):
+            writeStatus(settings, state: "error", records: records, summary: nil,
+                        extraErrors: [(path: ".", message: message)])
+            throw KeepSyncError(.unsafe, message)
+        }
+        try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
+        let sourceTree = try PosixFileSystem(rootPath: settings.source)
+        guard let opened = try sourceTree.stat(.root), opened.device == rootStat?.device, opened.inode == rootStat?.inode else {
+            throw KeepSyncError(.unsafe, "source \(sourceName) changed while it was being opened; nothing done")
+        }
+        let mirrorTree = try AtomicFileAccessor(rootPath: settings.mirror)
+        let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
+                                options: settings.options, logger: logger)
+        let scan = try engine.scan(.root)
+        let summary = engine.apply(scan)
+        try engine.recordRoot(RootIdentity(device: opened.device, inode: opened.inode))
+        if summary != SyncSummary() || records.wasDamaged { try store.compact(engine.records) }
+        let held = summary.heldDeletes
+        if held > 0 {
+            logger.warning("held \(held) deletions: more than \(settings.configuration.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; rerun with --allow-mass-delete to apply them")
+        }
+        logger.info(describe(summary))
+        writeStatus(settings, state: "stopped", records: engine.records, summary: summary, extraErrors: [])
+        if held > 0 { return .unsafe }
+        if !summary.errors.isEmpty {
+            logger.error("\(summary.errors.count) item\(summary.errors.count == 1 ? "" : "s") failed")
+            return .failure
+        }
+        return .success
+    }
+
+    func describe(_ s: SyncSummary) -> String {
+        var parts = ["\(s.copiedFiles) file\(s.copiedFiles == 1 ? "" : "s") copied (\(s.copiedBytes) bytes)"]
+        if s.createdDirectories > 0 { parts.append("\(s.createdDirectories) directories created") }
+        if s.createdLinks > 0 { parts.append("\(s.createdLinks) links made") }
+        if s.removedEntries > 0 { parts.append("\(s.removedEntries) removed") }
+        if s.skippedSpecial > 0 { parts.append("\(s.skippedSpecial) special files skipped") }
+        if !s.errors.isEmpty { parts.append("\(s.errors.count) failed") }
+        return "sync done: " + parts.joined(separator: ", ")
+    }
+
+    func writeStatus(_ settings: Settings, state: String, records: RecordSet, summary: SyncSummary?,
+                     extraErrors: [(path: String, message: String)]) {
+        let files = records.records.values.filter { $0.kind == .regular }
+        let report = StatusReport(
+            state: state, pid: Int(getpid()), source: HostPaths.display(settings.source),
+            mirror: HostPaths.display(settings.mirror), files: files.count,
+            bytes: files.reduce(0) { $0 + $1.size }, pending: 0,
+            lastFullSync: summary == nil ? nil : LogSink.utcTimestamp(), heldDeletes: summary?.heldDeletes ?? 0,
+            errors: extraErrors + (summary?.errors ?? []).map { (path: ($0.path ?? .root).escaped, message: $0.message) })
+        try? HostPaths.writeAtomically(settings.state + Array("/status.json".utf8), Array(report.json.utf8))
+    }
+
+    // MARK: check
+
+    func check(_ settings: Settings, foreground: Bool) throws -> ExitCode {
+        guard let root = HostPaths.stat(settings.source), root.kind == .directory else {
+            throw KeepSyncError(.configuration, "source \(HostPaths.display(settings.source)) does not exist or is not a directory")
+        }
+        let sourceTree = try PosixFileSystem(rootPath: settings.source)
+        let mirrorTree: any FileSystemProviding
+        if HostPaths.stat(settings.mirror)?.kind == .directory {
+            mirrorTree = try PosixFileSystem(rootPath: settings.mirror)
+        } else {
+            mirrorTree = AbsentTree()
+        }
+        let scanner = TreeScanner(source: sourceTree, mirror: mirrorTree, records: RecordSet(), options: settings.options)
+        let scan = try scanner.scan(.root, collectRemovedPaths: true)
+        let lines = CheckReport.lines(of: scan) { path in try? mirrorTree.stat(path) }
+        var out = lines.map(\.text).joined(separator: "\n")
+        if !out.isEmpty { out += "\n" }
+        out += CheckReport.summary(lines.count) + "\n"
+        LogSink.writeOut(out)
+        return lines.isEmpty ? .success : .failure
+    }
+
+    // MARK: status
+
+    func status(_ settings: Settings) throws -> ExitCode {
+        let path = settings.state + Array("/status.json".utf8)
+        guard let bytes = try? HostPaths.read(path) else {
+            LogSink.write("keepsync: error: no status file at \(HostPaths.display(path)) (has keepsync run or sync been started?)\n")
+            return .failure
+        }
+        if settings.invocation.json {
+            LogSink.writeOut(String(decoding: bytes, as: UTF8.self))
+            return .success
+        }
+        LogSink.writeOut(StatusText.render(json: bytes))
+        return .success
+    }
+}

@@ -1,0 +1,156 @@
+import CKeepSyncShims
+import Glibc
+import KeepSyncCore
+
+/// Read access to a real directory tree, every lookup relative to the root's descriptor
+/// and never following a symlink (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or an
+/// O_NOFOLLOW|O_DIRECTORY walk where the kernel lacks openat2).
+public final class PosixFileSystem: FileSystemProviding {
+    /// The root directory's descriptor, open for the life of this value.
+    let root: FileDescriptor
+    /// Whether openat2 is available.
+    let hasOpenat2: Bool
+
+    /// Opens the directory at an absolute or relative path.
+    public init(rootPath: [UInt8]) throws {
+        do throws(Errno) {
+            root = try Sys.open(.currentDirectory, rootPath, O_RDONLY | O_DIRECTORY)
+        } catch {
+            throw KeepSyncError(error.code, "open: \(error.text)", path: nil, errno: error.rawValue)
+        }
+        do throws(Errno) {
+            let probe = try Sys.open2(root, [0x2E], O_RDONLY | O_DIRECTORY, resolve: PosixFileSystem.resolveFlags)
+            probe.close()
+            hasOpenat2 = true
+        } catch {
+            hasOpenat2 = false
+        }
+    }
+
+    deinit { root.close() }
+
+    static let resolveFlags = ks_resolve_beneath() | ks_resolve_no_symlinks()
+
+    /// Opens the directory at `path` (O_RDONLY), never crossing a symlink. Caller closes.
+    func openDirectory(_ path: RelativePath) throws(Errno) -> FileDescriptor {
+        if path.isRoot { return try Sys.open(root, [0x2E], O_RDONLY | O_DIRECTORY) }
+        if hasOpenat2 {
+            return try Sys.open2(root, path.bytes, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, resolve: PosixFileSystem.resolveFlags)
+        }
+        var current = try Sys.open(root, [0x2E], O_RDONLY | O_DIRECTORY)
+        for component in path.components {
+            let next: FileDescriptor
+            do throws(Errno) { next = try Sys.open(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) } catch {
+                current.close()
+                throw error
+            }
+            current.close()
+            current = next
+        }
+        return current
+    }
+
+    /// Runs `body` with the parent directory's descriptor and the final name.
+    func withParent<R>(_ path: RelativePath, _ body: (FileDescriptor, [UInt8]) throws -> R) throws -> R {
+        precondition(!path.isRoot, "the root has no parent")
+        let parent: FileDescriptor
+        do throws(Errno) { parent = try openDirectory(path.parent!) } catch { throw error.error("open parent directory", path: path) }
+        defer { parent.close() }
+        return try body(parent, path.name)
+    }
+
+    /// `lstat` of a path; nil when it or a parent does not exist.
+    public func stat(_ path: RelativePath) throws -> FileStat? {
+        if path.isRoot {
+            do throws(Errno) { return try root.stat() } catch { throw error.error("fstat", path: path) }
+        }
+        let parent: FileDescriptor
+        do throws(Errno) { parent = try openDirectory(path.parent!) } catch {
+            if error == .noSuchFileOrDirectory || error == .notDirectory || error == .tooManySymbolicLinks { return nil }
+            throw error.error("open parent directory", path: path)
+        }
+        defer { parent.close() }
+        do throws(Errno) { return try Sys.lstat(parent, path.name) } catch { throw error.error("fstatat", path: path) }
+    }
+
+    /// The entries of a directory with their `lstat`; names that vanish meanwhile are left out.
+    public func list(_ directory: RelativePath) throws -> [DirectoryEntry] {
+        let fd: FileDescriptor
+        do throws(Errno) { fd = try openDirectory(directory) } catch { throw error.error("open directory", path: directory) }
+        defer { fd.close() }
+        let names: [[UInt8]]
+        do throws(Errno) { names = try Sys.readDirectory(fd) } catch { throw error.error("readdir", path: directory) }
+        var entries: [DirectoryEntry] = []
+        entries.reserveCapacity(names.count)
+        for name in names {
+            do throws(Errno) {
+                if let st = try Sys.lstat(fd, name) { entries.append(DirectoryEntry(name: name, stat: st)) }
+            } catch {
+                throw error.error("fstatat", path: directory.appending(name))
+            }
+        }
+        return entries
+    }
+
+    /// The target of a symlink.
+    public func readLink(_ path: RelativePath) throws -> [UInt8] {
+        try withParent(path) { parent, name in
+            do throws(Errno) { return try Sys.readLink(parent, name) } catch { throw error.error("readlinkat", path: path) }
+        }
+    }
+
+    /// Opens a regular file for reading without following a symlink or blocking on a FIFO.
+    public func open(_ path: RelativePath) throws -> any SourceFile {
+        try withParent(path) { parent, name in
+            let fd: FileDescriptor
+            do throws(Errno) { fd = try Sys.open(parent, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) } catch {
+                throw error.error("open", path: path)
+            }
+            let st: FileStat
+            do throws(Errno) { st = try fd.stat() } catch {
+                fd.close()
+                throw error.error("fstat", path: path)
+            }
+            guard st.kind == .regular else {
+                fd.close()
+                throw KeepSyncError(.conflict, "open: not a regular file", path: path)
+            }
+            return PosixSourceFile(fd: fd, stat: st, path: path)
+        }
+    }
+}
+
+/// An open regular file of a `PosixFileSystem`.
+public final class PosixSourceFile: SourceFile {
+    /// The descriptor (closed by `close` or on deinit).
+    private(set) var fd: FileDescriptor?
+    /// The stat taken at open time.
+    public let stat: FileStat
+    let path: RelativePath
+
+    init(fd: FileDescriptor, stat: FileStat, path: RelativePath) {
+        self.fd = fd
+        self.stat = stat
+        self.path = path
+    }
+
+    deinit { fd?.close() }
+
+    /// Reads up to `count` bytes.
+    public func read(upTo count: Int) throws -> [UInt8] {
+        guard let fd else { throw KeepSyncError(.io, "read: file is closed", path: path) }
+        do throws(Errno) { return try fd.read(upTo: count) } catch { throw error.error("read", path: path) }
+    }
+
+    /// A fresh `fstat`.
+    public func currentStat() throws -> FileStat {
+        guard let fd else { throw KeepSyncError(.io, "fstat: file is closed", path: path) }
+        do throws(Errno) { return try fd.stat() } catch { throw error.error("fstat", path: path) }
+    }
+
+    /// Closes the file.
+    public func close() {
+        fd?.close()
+        fd = nil
+    }
+}

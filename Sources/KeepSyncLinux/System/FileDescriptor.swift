@@ -1,0 +1,119 @@
+import CKeepSyncShims
+import Glibc
+import KeepSyncCore
+
+/// An owned or borrowed file descriptor; `close` is never retried.
+struct FileDescriptor: Sendable, Hashable {
+    /// The raw descriptor.
+    var rawValue: Int32
+
+    /// The current directory, for calls that take a dirfd.
+    static let currentDirectory = FileDescriptor(rawValue: AT_FDCWD)
+
+    /// Closes the descriptor, ignoring errors (never retried).
+    func close() { _ = Glibc.close(rawValue) }
+
+    /// `fstat`.
+    func stat() throws(Errno) -> FileStat {
+        var st = Glibc.stat()
+        _ = try valueOrErrno { fstat(rawValue, &st) }
+        return FileStat(st)
+    }
+
+    /// `fsync`.
+    func sync() throws(Errno) { _ = try valueOrErrno { fsync(rawValue) } }
+
+    /// `syncfs` of the file system holding this descriptor.
+    func syncFileSystem() throws(Errno) { _ = try valueOrErrno { ks_syncfs(rawValue) } }
+
+    /// Reads into a buffer; 0 at end of file.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try valueOrErrno { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Reads up to `count` bytes.
+    func read(upTo count: Int) throws(Errno) -> [UInt8] {
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 16)
+        defer { buf.deallocate() }
+        let n = try read(into: buf)
+        return Array(buf[..<n])
+    }
+
+    /// Reads the whole file from the current offset.
+    func readAll() throws(Errno) -> [UInt8] {
+        var result: [UInt8] = []
+        while true {
+            let chunk = try read(upTo: 1 << 16)
+            if chunk.isEmpty { return result }
+            result.append(contentsOf: chunk)
+        }
+    }
+
+    /// Writes all bytes, handling short writes.
+    func writeAll(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = try valueOrErrno { Glibc.write(rawValue, bytes.baseAddress! + offset, bytes.count - offset) }
+            offset += n
+        }
+    }
+
+    /// Writes all bytes of an array.
+    func writeAll(_ bytes: [UInt8]) throws(Errno) {
+        var failure: Errno?
+        bytes.withUnsafeBytes { buf in
+            do throws(Errno) { try writeAll(buf) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    /// `ftruncate`.
+    func truncate(_ size: UInt64) throws(Errno) { _ = try valueOrErrno { ftruncate(rawValue, off_t(size)) } }
+
+    /// Moves the offset to the end; returns it.
+    @discardableResult
+    func seekToEnd() throws(Errno) -> UInt64 { UInt64(try valueOrErrno { lseek(rawValue, 0, SEEK_END) }) }
+
+    /// `fchmod`.
+    func setMode(_ mode: UInt32) throws(Errno) { _ = try valueOrErrno { fchmod(rawValue, mode_t(mode)) } }
+
+    /// `futimens` with the given modification time; access time left alone.
+    func setModificationTime(_ t: Timespec) throws(Errno) {
+        var times = [timespec(tv_sec: 0, tv_nsec: ks_utime_omit()), timespec(t)]
+        _ = try valueOrErrno { futimens(rawValue, &times) }
+    }
+
+    /// `flock(LOCK_EX|LOCK_NB)`; false when another process holds it.
+    func tryLockExclusive() throws(Errno) -> Bool {
+        do throws(Errno) {
+            _ = try valueOrErrno { ks_flock(rawValue, ks_lock_ex_nb()) }
+            return true
+        } catch {
+            if error == .wouldBlock { return false }
+            throw error
+        }
+    }
+}
+
+extension FileStat {
+    /// Converts a Glibc `stat`.
+    init(_ st: Glibc.stat) {
+        let fmt = st.st_mode & S_IFMT
+        let kind: FileKind
+        switch fmt {
+        case S_IFREG: kind = .regular
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .symlink
+        default: kind = .special
+        }
+        self.init(kind: kind, mode: UInt32(st.st_mode & 0o7777), size: UInt64(st.st_size),
+                  mtime: Timespec(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int64(st.st_mtim.tv_nsec)),
+                  ctime: Timespec(seconds: Int64(st.st_ctim.tv_sec), nanoseconds: Int64(st.st_ctim.tv_nsec)),
+                  device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+}
+
+extension timespec {
+    /// From a keepsync timestamp.
+    init(_ t: Timespec) { self.init(tv_sec: Int(t.seconds), tv_nsec: Int(t.nanoseconds)) }
+}

@@ -1,0 +1,151 @@
+import CKeepSyncShims
+import Glibc
+import KeepSyncCore
+
+/// Calls `body` with `bytes` as a NUL-terminated C string.
+@inline(__always)
+func withCPath<R, E: Error>(_ bytes: [UInt8], _ body: (UnsafePointer<CChar>) throws(E) -> R) throws(E) -> R {
+    var z = bytes
+    z.append(0)
+    return try z.withUnsafeBufferPointer { (buf) throws(E) -> R in
+        try buf.withMemoryRebound(to: CChar.self) { (c) throws(E) -> R in try body(c.baseAddress!) }
+    }
+}
+
+/// Thin syscall wrappers, one per C call, all relative to a directory descriptor.
+enum Sys {
+    /// `openat`.
+    static func open(_ dir: FileDescriptor, _ name: [UInt8], _ flags: Int32, mode: UInt32 = 0) throws(Errno) -> FileDescriptor {
+        let fd = try withCPath(name) { (p) throws(Errno) -> Int32 in
+            try valueOrErrno { openat(dir.rawValue, p, flags | O_CLOEXEC, mode_t(mode)) }
+        }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// `openat2`; throws ENOSYS where the kernel lacks it.
+    static func open2(_ dir: FileDescriptor, _ path: [UInt8], _ flags: Int32, resolve: UInt64) throws(Errno) -> FileDescriptor {
+        let fd = try withCPath(path) { (p) throws(Errno) -> Int32 in
+            try valueOrErrno { ks_openat2(dir.rawValue, p, UInt64(UInt32(bitPattern: flags | O_CLOEXEC)), 0, resolve) }
+        }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// `fstatat` without following a final symlink; nil when the name does not exist.
+    static func lstat(_ dir: FileDescriptor, _ name: [UInt8]) throws(Errno) -> FileStat? {
+        var st = Glibc.stat()
+        do throws(Errno) {
+            _ = try withCPath(name) { (p) throws(Errno) -> Int32 in
+                try valueOrErrno { fstatat(dir.rawValue, p, &st, AT_SYMLINK_NOFOLLOW) }
+            }
+        } catch {
+            if error == .noSuchFileOrDirectory || error == .notDirectory { return nil }
+            throw error
+        }
+        return FileStat(st)
+    }
+
+    /// `readlinkat`.
+    static func readLink(_ dir: FileDescriptor, _ name: [UInt8]) throws(Errno) -> [UInt8] {
+        let size = Int(PATH_MAX) + 1
+        let buf = UnsafeMutablePointer<CChar>.allocate(capacity: size)
+        defer { buf.deallocate() }
+        let n = try withCPath(name) { (p) throws(Errno) -> Int in
+            try valueOrErrno { readlinkat(dir.rawValue, p, buf, size) }
+        }
+        return Array(UnsafeRawBufferPointer(start: buf, count: n))
+    }
+
+    /// `mkdirat`.
+    static func makeDirectory(_ dir: FileDescriptor, _ name: [UInt8], mode: UInt32) throws(Errno) {
+        _ = try withCPath(name) { (p) throws(Errno) -> Int32 in try valueOrErrno { mkdirat(dir.rawValue, p, mode_t(mode)) } }
+    }
+
+    /// `symlinkat`.
+    static func makeSymlink(target: [UInt8], _ dir: FileDescriptor, _ name: [UInt8]) throws(Errno) {
+        _ = try withCPath(target) { (t) throws(Errno) -> Int32 in
+            try withCPath(name) { (p) throws(Errno) -> Int32 in try valueOrErrno { symlinkat(t, dir.rawValue, p) } }
+        }
+    }
+
+    /// `renameat`.
+    static func rename(_ fromDir: FileDescriptor, _ from: [UInt8], _ toDir: FileDescriptor, _ to: [UInt8]) throws(Errno) {
+        _ = try withCPath(from) { (f) throws(Errno) -> Int32 in
+            try withCPath(to) { (t) throws(Errno) -> Int32 in
+                try valueOrErrno { renameat(fromDir.rawValue, f, toDir.rawValue, t) }
+            }
+        }
+    }
+
+    /// `unlinkat`, for a directory when `directory` is true.
+    static func unlink(_ dir: FileDescriptor, _ name: [UInt8], directory: Bool) throws(Errno) {
+        let flags = directory ? ks_at_removedir() : 0
+        _ = try withCPath(name) { (p) throws(Errno) -> Int32 in try valueOrErrno { unlinkat(dir.rawValue, p, flags) } }
+    }
+
+    /// `fchmodat` that refuses to follow a symlink.
+    static func setMode(_ dir: FileDescriptor, _ name: [UInt8], _ mode: UInt32) throws(Errno) {
+        _ = try withCPath(name) { (p) throws(Errno) -> Int32 in
+            try valueOrErrno { fchmodat(dir.rawValue, p, mode_t(mode), ks_at_symlink_nofollow()) }
+        }
+    }
+
+    /// `utimensat` without following symlinks; access time left alone.
+    static func setModificationTime(_ dir: FileDescriptor, _ name: [UInt8], _ t: Timespec) throws(Errno) {
+        var times = [timespec(tv_sec: 0, tv_nsec: ks_utime_omit()), timespec(t)]
+        _ = try withCPath(name) { (p) throws(Errno) -> Int32 in
+            try valueOrErrno { utimensat(dir.rawValue, p, &times, ks_at_symlink_nofollow()) }
+        }
+    }
+
+    /// `ioctl(FICLONE)`.
+    static func cloneFile(to dest: FileDescriptor, from src: FileDescriptor) throws(Errno) {
+        _ = try valueOrErrno { ks_ficlone(dest.rawValue, src.rawValue) }
+    }
+
+    /// `copy_file_range` from the current offsets; returns bytes copied (0 at end).
+    static func copyRange(from src: FileDescriptor, to dest: FileDescriptor, count: Int) throws(Errno) -> Int {
+        try valueOrErrno { ks_copy_file_range(src.rawValue, dest.rawValue, count) }
+    }
+
+    /// Names in a directory (without `.` and `..`); the descriptor stays open and owned by the caller.
+    static func readDirectory(_ dir: FileDescriptor) throws(Errno) -> [[UInt8]] {
+        let dup = try valueOrErrno { Glibc.dup(dir.rawValue) }
+        guard let dp = fdopendir(dup) else {
+            let e = Errno.current
+            Glibc.close(dup)
+            throw e
+        }
+        defer { closedir(dp) }
+        rewinddir(dp)
+        var names: [[UInt8]] = []
+        while true {
+            errno = 0
+            guard let ent = readdir(dp) else {
+                if errno != 0 { throw Errno.current }
+                return names
+            }
+            let name: [UInt8] = withUnsafeBytes(of: &ent.pointee.d_name) { raw in
+                let len = strnlen(raw.baseAddress!.assumingMemoryBound(to: CChar.self), raw.count)
+                return Array(raw[..<len])
+            }
+            if name == [0x2E] || name == [0x2E, 0x2E] { continue }
+            names.append(name)
+        }
+    }
+
+    /// `realpath` of an absolute or relative path.
+    static func realPath(_ path: [UInt8]) throws(Errno) -> [UInt8] {
+        let result = withCPath(path) { p in Glibc.realpath(p, nil) }
+        guard let result else { throw Errno.current }
+        defer { free(result) }
+        return Array(UnsafeRawBufferPointer(start: result, count: strlen(result)))
+    }
+
+    /// Random bytes for temp names.
+    static func randomHex16() -> [UInt8] {
+        var g = SystemRandomNumberGenerator()
+        let v = g.next() as UInt64
+        let hex = Array("0123456789abcdef".utf8)
+        return (0..<16).map { i in hex[Int((v >> (UInt64(15 - i) * 4)) & 0xF)] }
+    }
+}
