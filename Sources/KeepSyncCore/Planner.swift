@@ -84,9 +84,11 @@ public struct Planner: Sendable {
             if deleteEnabled { return [.remove(path)] + (s.record == nil ? [] : [.dropRecord(path)]) }
             return s.record == nil ? [] : [.dropRecord(path)]
         }
-        // Anything of another kind in the mirror goes first (a type change counts as a deletion).
+        // Anything of another kind in the mirror goes first (a type change counts as a
+        // deletion). Under --no-delete nothing is removed: a file or link is replaced by
+        // rename, and a directory in the way makes the copy fail for this path.
         let replaceFirst: [SyncAction]
-        if let mirror = s.mirror, mirror.kind != source.kind, source.kind != .special, !path.isRoot {
+        if let mirror = s.mirror, mirror.kind != source.kind, source.kind != .special, !path.isRoot, deleteEnabled {
             replaceFirst = [.remove(path)]
         } else {
             replaceFirst = []
