@@ -63,6 +63,12 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         directory.close()
     }
 
+    /// Bytes in the log since the last compaction, header included (0 before the first
+    /// load or write): lets the owner of the records decide when to compact.
+    public var logLength: UInt64 {
+        state.withLock { $0.logLength }
+    }
+
     /// Loads the snapshot and the log batches that extend it. Damaged content is never
     /// an error: it yields what could be trusted, with `wasDamaged`; a torn log tail is
     /// cut off on disk. Throws only for I/O errors.
@@ -76,9 +82,10 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         try checkWritable()
         try state.withLock { (s) throws(KeepSyncError) in
             if !s.opened { _ = try open(&s) }
+            // The set the caller holds since `load` is what a damaged store gave it:
+            // make the disk agree before extending it.
             if s.snapshotUnusable { try compact(RecordSet(), &s) }
-            if s.log == nil { try createLog(&s) }
-            guard let log = s.log else { return }
+            let log = try appendTarget(&s)
             if s.needsTruncation {
                 try io("ftruncate", Self.logName) { () throws(Errno) in try log.truncate(s.logLength) }
                 s.needsTruncation = false
@@ -108,10 +115,19 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
 
     // MARK: Reading
 
-    /// Reads both files into `s` and returns the trusted set.
+    /// Reads both files into `s` and returns the trusted set. After an I/O error `s` is
+    /// left unopened, so that no write acts on a half-read store.
     private func open(_ s: inout State) throws(KeepSyncError) -> RecordSet {
         s.closeLog()
         s = State()
+        let (set, state) = try read()
+        s = state
+        return set
+    }
+
+    /// The trusted set and the state that goes with it.
+    private func read() throws(KeepSyncError) -> (RecordSet, State) {
+        var s = State()
         s.opened = true
         if !readOnly {
             try io("unlink", Self.snapshotTempName) { () throws(Errno) in
@@ -138,18 +154,18 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         let opened = try io("open", Self.logName) { () throws(Errno) -> FileDescriptor? in
             readOnly ? try Sys.openForReading(directory, Self.logName) : try Sys.openForAppending(directory, Self.logName)
         }
-        guard let log = opened else { return set }
+        guard let log = opened else { return (set, s) }
         var keep = false
         defer { if !keep { log.close() } }
         let bytes = try io("read", Self.logName) { () throws(Errno) in try log.readAll() }
         let decoded = RecordJournalCodec.decodeLog(bytes)
         s.highestSeen = max(s.highestSeen, decoded.generation ?? 0)
-        if s.snapshotUnusable { return set }
+        if s.snapshotUnusable { return (set, s) }
         guard let generation = decoded.generation, generation == s.generation else {
             // An older log is what a compaction leaves when it stops before replacing
             // the log; anything else is damage. Either way the next apply replaces it.
             if decoded.generation.map({ $0 > s.generation }) ?? true { set.wasDamaged = true }
-            return set
+            return (set, s)
         }
         for batch in decoded.changes {
             for change in batch { set.apply(change) }
@@ -166,7 +182,7 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
             keep = true
             s.log = log
         }
-        return set
+        return (set, s)
     }
 
     /// The snapshot's bytes; nil when there is none.
@@ -197,8 +213,15 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         try createLog(&s)
     }
 
+    /// The open log of `s.generation`, created when there is none.
+    private func appendTarget(_ s: inout State) throws(KeepSyncError) -> FileDescriptor {
+        if let log = s.log { return log }
+        return try createLog(&s)
+    }
+
     /// Replaces the log with an empty one for `s.generation` and makes it the append target.
-    private func createLog(_ s: inout State) throws(KeepSyncError) {
+    @discardableResult
+    private func createLog(_ s: inout State) throws(KeepSyncError) -> FileDescriptor {
         let header = RecordJournalCodec.encodeLogHeader(generation: s.generation)
         let fd = try writeTemp(Self.logTempName, header)
         do throws(KeepSyncError) {
@@ -212,6 +235,7 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         s.log = fd
         s.logLength = UInt64(header.count)
         s.needsTruncation = false
+        return fd
     }
 
     /// Creates `name` holding `bytes`, fsynced; returns it open for appending.
