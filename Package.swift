@@ -14,8 +14,9 @@ let package = Package(
         .target(name: "KeepSyncCore"),
         .target(name: "KeepSyncLinux", dependencies: ["KeepSyncCore", "CKeepSyncShims"]),
         .executableTarget(name: "keepsync", dependencies: ["KeepSyncCore", "KeepSyncLinux"]),
-        .testTarget(name: "KeepSyncCoreTests", dependencies: ["KeepSyncCore"]),
-        .testTarget(name: "KeepSyncLinuxTests", dependencies: ["KeepSyncCore", "KeepSyncLinux"]),
+        .target(name: "KeepSyncTestSupport", dependencies: ["KeepSyncCore"]),
+        .testTarget(name: "KeepSyncCoreTests", dependencies: ["KeepSyncCore", "KeepSyncTestSupport"]),
+        .testTarget(name: "KeepSyncLinuxTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "KeepSyncTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "keepsync"]),
     ]
 )

@@ -1,0 +1,347 @@
+import KeepSyncCore
+import Synchronization
+
+/// An in-memory file tree implementing both the source and the mirror seams, for
+/// tests and simulations: no I/O, deterministic inodes and times, counters for every
+/// write, and a hook to inject failures.
+public final class InMemoryTree: FileAccessorProviding {
+    /// One object in the tree.
+    public struct Node: Sendable, Equatable {
+        /// Kind.
+        public var kind: FileKind
+        /// Permission bits.
+        public var mode: UInt32
+        /// Modification time.
+        public var mtime: Timespec
+        /// Change time (bumped on every change).
+        public var ctime: Timespec
+        /// Inode number.
+        public var inode: UInt64
+        /// File content.
+        public var content: [UInt8]
+        /// Link target.
+        public var target: [UInt8]
+    }
+
+    /// A mirror-side operation, for failure injection and counting.
+    public enum Operation: String, Sendable, CaseIterable {
+        /// `install`.
+        case install
+        /// `makeDirectory`.
+        case makeDirectory
+        /// `makeSymlink`.
+        case makeSymlink
+        /// `remove`.
+        case remove
+        /// `rename`.
+        case rename
+        /// `setAttributes`.
+        case setAttributes
+        /// `open` for reading.
+        case open
+        /// `list`.
+        case list
+    }
+
+    struct State {
+        var nodes: [RelativePath: Node] = [:]
+        var nextInode: UInt64 = 100
+        var tick: Int64 = 1_000
+        var counts: [Operation: Int] = [:]
+    }
+
+    private let state = Mutex(State())
+    /// Device number reported for every object.
+    public let device: UInt64
+    /// Called before each operation; a returned error is thrown instead of doing it.
+    public let failure = Mutex<(@Sendable (Operation, RelativePath) -> KeepSyncError?)?>(nil)
+
+    /// An empty tree whose root directory exists.
+    public init(device: UInt64 = 1) {
+        self.device = device
+        state.withLock { s in
+            s.nodes[.root] = Node(kind: .directory, mode: 0o755, mtime: Timespec(seconds: 1, nanoseconds: 0),
+                                  ctime: Timespec(seconds: 1, nanoseconds: 0), inode: 2, content: [], target: [])
+        }
+    }
+
+    // MARK: Building and inspecting
+
+    /// How many times an operation ran (successfully or not).
+    public func count(_ op: Operation) -> Int { state.withLock { $0.counts[op, default: 0] } }
+
+    /// Resets the counters.
+    public func resetCounts() { state.withLock { $0.counts = [:] } }
+
+    /// All nodes, by path.
+    public var nodes: [RelativePath: Node] { state.withLock { $0.nodes } }
+
+    /// The node at a path.
+    public func node(_ path: RelativePath) -> Node? { state.withLock { $0.nodes[path] } }
+
+    /// Writes a regular file (creating or replacing in place), with an explicit mtime or a fresh tick.
+    public func writeFile(_ path: RelativePath, _ content: [UInt8], mode: UInt32 = 0o644, mtime: Timespec? = nil) {
+        state.withLock { s in
+            let t = Self.advance(&s)
+            var node = s.nodes[path] ?? Node(kind: .regular, mode: mode, mtime: t, ctime: t, inode: Self.newInode(&s),
+                                             content: [], target: [])
+            if node.kind != .regular { node = Node(kind: .regular, mode: mode, mtime: t, ctime: t, inode: Self.newInode(&s), content: [], target: []) }
+            node.content = content
+            node.mode = mode
+            node.mtime = mtime ?? t
+            node.ctime = t
+            s.nodes[path] = node
+            Self.touchParent(&s, path, t)
+        }
+    }
+
+    /// Creates a directory (parents must exist).
+    public func makeDirectory(_ path: RelativePath, mode: UInt32 = 0o755, mtime: Timespec? = nil) {
+        state.withLock { s in
+            let t = Self.advance(&s)
+            s.nodes[path] = Node(kind: .directory, mode: mode, mtime: mtime ?? t, ctime: t, inode: Self.newInode(&s), content: [], target: [])
+            Self.touchParent(&s, path, t)
+        }
+    }
+
+    /// Creates a symlink.
+    public func makeLink(_ path: RelativePath, to target: [UInt8]) {
+        state.withLock { s in
+            let t = Self.advance(&s)
+            s.nodes[path] = Node(kind: .symlink, mode: 0o777, mtime: t, ctime: t, inode: Self.newInode(&s), content: [], target: target)
+            Self.touchParent(&s, path, t)
+        }
+    }
+
+    /// Creates a FIFO-like special file.
+    public func makeSpecial(_ path: RelativePath) {
+        state.withLock { s in
+            let t = Self.advance(&s)
+            s.nodes[path] = Node(kind: .special, mode: 0o644, mtime: t, ctime: t, inode: Self.newInode(&s), content: [], target: [])
+            Self.touchParent(&s, path, t)
+        }
+    }
+
+    /// Removes a path and everything below it (no counting, no failure injection).
+    public func delete(_ path: RelativePath) {
+        state.withLock { s in
+            s.nodes = s.nodes.filter { !$0.key.isWithin(path) }
+            Self.touchParent(&s, path, Self.advance(&s))
+        }
+    }
+
+    /// Replaces a node's metadata in place.
+    public func modify(_ path: RelativePath, _ body: (inout Node) -> Void) {
+        state.withLock { s in
+            guard var n = s.nodes[path] else { return }
+            body(&n)
+            n.ctime = Self.advance(&s)
+            s.nodes[path] = n
+        }
+    }
+
+    private static func advance(_ s: inout State) -> Timespec {
+        s.tick += 1
+        return Timespec(seconds: s.tick, nanoseconds: 123)
+    }
+
+    private static func newInode(_ s: inout State) -> UInt64 {
+        s.nextInode += 1
+        return s.nextInode
+    }
+
+    private static func touchParent(_ s: inout State, _ path: RelativePath, _ t: Timespec) {
+        guard let parent = path.parent, var p = s.nodes[parent] else { return }
+        p.mtime = t
+        p.ctime = t
+        s.nodes[parent] = p
+    }
+
+    private func stat(of n: Node) -> FileStat {
+        FileStat(kind: n.kind, mode: n.mode, size: UInt64(n.kind == .symlink ? n.target.count : n.content.count),
+                 mtime: n.mtime, ctime: n.ctime, device: device, inode: n.inode)
+    }
+
+    private func begin(_ op: Operation, _ path: RelativePath) throws {
+        state.withLock { $0.counts[op, default: 0] += 1 }
+        if let hook = failure.withLock({ $0 }), let error = hook(op, path) { throw error }
+    }
+
+    private func requireDirectory(_ s: State, _ path: RelativePath?) throws {
+        guard let path else { return }
+        guard let n = s.nodes[path] else { throw KeepSyncError(.notFound, "no such directory", path: path) }
+        guard n.kind == .directory else { throw KeepSyncError(.notFound, "not a directory", path: path) }
+    }
+
+    // MARK: FileSystemProviding
+
+    /// `lstat`.
+    public func stat(_ path: RelativePath) throws -> FileStat? {
+        state.withLock { s in s.nodes[path].map { stat(of: $0) } }
+    }
+
+    /// Entries of a directory.
+    public func list(_ directory: RelativePath) throws -> [DirectoryEntry] {
+        try begin(.list, directory)
+        return try state.withLock { s in
+            try requireDirectory(s, directory)
+            return s.nodes.compactMap { path, node in
+                path.parent == directory && !path.isRoot ? DirectoryEntry(name: path.name, stat: stat(of: node)) : nil
+            }
+        }
+    }
+
+    /// Link target.
+    public func readLink(_ path: RelativePath) throws -> [UInt8] {
+        try state.withLock { s in
+            guard let n = s.nodes[path], n.kind == .symlink else { throw KeepSyncError(.notFound, "not a link", path: path) }
+            return n.target
+        }
+    }
+
+    /// Opens a regular file: the content as of now.
+    public func open(_ path: RelativePath) throws -> any SourceFile {
+        try begin(.open, path)
+        return try state.withLock { s in
+            guard let n = s.nodes[path] else { throw KeepSyncError(.notFound, "open: no such file", path: path) }
+            guard n.kind == .regular else { throw KeepSyncError(.conflict, "open: not a regular file", path: path) }
+            return InMemoryFile(tree: self, path: path, stat: stat(of: n), content: n.content)
+        }
+    }
+
+    // MARK: FileAccessorProviding
+
+    /// Installs a copy of `source` at `path`, replacing a file or link.
+    public func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat {
+        try begin(.install, path)
+        var content: [UInt8] = []
+        while true {
+            let chunk = try source.read(upTo: 1 << 16)
+            if chunk.isEmpty { break }
+            content += chunk
+        }
+        guard try source.currentStat().sameVersion(as: source.stat) else {
+            throw KeepSyncError(.sourceChanged, "source changed during copy", path: path)
+        }
+        return try state.withLock { s in
+            try requireDirectory(s, path.parent)
+            if let existing = s.nodes[path], existing.kind == .directory {
+                throw KeepSyncError(.conflict, "renameat: Is a directory", path: path)
+            }
+            let t = Self.advance(&s)
+            let node = Node(kind: .regular, mode: source.stat.mode, mtime: source.stat.mtime, ctime: t,
+                            inode: Self.newInode(&s), content: content, target: [])
+            s.nodes[path] = node
+            Self.touchParent(&s, path, t)
+            return stat(of: node)
+        }
+    }
+
+    /// Creates a directory.
+    public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
+        try begin(.makeDirectory, path)
+        return try state.withLock { s in
+            try requireDirectory(s, path.parent)
+            guard s.nodes[path] == nil else { throw KeepSyncError(.conflict, "mkdirat: File exists", path: path) }
+            let t = Self.advance(&s)
+            let node = Node(kind: .directory, mode: 0o700, mtime: t, ctime: t, inode: Self.newInode(&s), content: [], target: [])
+            s.nodes[path] = node
+            Self.touchParent(&s, path, t)
+            return stat(of: node)
+        }
+    }
+
+    /// Creates or replaces a symlink.
+    public func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
+        try begin(.makeSymlink, path)
+        return try state.withLock { s in
+            try requireDirectory(s, path.parent)
+            if let existing = s.nodes[path], existing.kind == .directory {
+                throw KeepSyncError(.conflict, "renameat: Is a directory", path: path)
+            }
+            let t = Self.advance(&s)
+            let node = Node(kind: .symlink, mode: 0o777, mtime: mtime, ctime: t, inode: Self.newInode(&s), content: [], target: target)
+            s.nodes[path] = node
+            Self.touchParent(&s, path, t)
+            return stat(of: node)
+        }
+    }
+
+    /// Removes a path and everything below it.
+    public func remove(_ path: RelativePath) throws {
+        try begin(.remove, path)
+        state.withLock { s in
+            s.nodes = s.nodes.filter { !$0.key.isWithin(path) }
+            Self.touchParent(&s, path, Self.advance(&s))
+        }
+    }
+
+    /// Renames a path (and what is below it).
+    public func rename(_ from: RelativePath, to: RelativePath) throws {
+        try begin(.rename, from)
+        try state.withLock { s in
+            guard s.nodes[from] != nil else { throw KeepSyncError(.notFound, "renameat: no such file", path: from) }
+            try requireDirectory(s, to.parent)
+            if let existing = s.nodes[to], existing.kind == .directory,
+               s.nodes.keys.contains(where: { $0 != to && $0.isWithin(to) }) {
+                throw KeepSyncError(.conflict, "renameat: Directory not empty", path: to)
+            }
+            s.nodes = s.nodes.filter { !$0.key.isWithin(to) }
+            var moved: [RelativePath: Node] = [:]
+            for (p, n) in s.nodes where p.isWithin(from) { moved[p.rebased(from: from, to: to)!] = n }
+            s.nodes = s.nodes.filter { !$0.key.isWithin(from) }
+            s.nodes.merge(moved) { $1 }
+            let t = Self.advance(&s)
+            Self.touchParent(&s, from, t)
+            Self.touchParent(&s, to, t)
+        }
+    }
+
+    /// Sets mode and/or mtime.
+    public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
+        try begin(.setAttributes, path)
+        try state.withLock { s in
+            guard var n = s.nodes[path] else { throw KeepSyncError(.notFound, "no such file", path: path) }
+            if let mode { n.mode = mode }
+            if let mtime { n.mtime = mtime }
+            n.ctime = Self.advance(&s)
+            s.nodes[path] = n
+        }
+    }
+}
+
+/// An open file of an `InMemoryTree`: content as of open time.
+public final class InMemoryFile: SourceFile {
+    let tree: InMemoryTree
+    let path: RelativePath
+    /// The stat at open time.
+    public let stat: FileStat
+    var content: ArraySlice<UInt8>
+
+    init(tree: InMemoryTree, path: RelativePath, stat: FileStat, content: [UInt8]) {
+        self.tree = tree
+        self.path = path
+        self.stat = stat
+        self.content = content[...]
+    }
+
+    /// Reads the next bytes.
+    public func read(upTo count: Int) throws -> [UInt8] {
+        let chunk = content.prefix(count)
+        content = content.dropFirst(chunk.count)
+        return Array(chunk)
+    }
+
+    /// The stat of the same inode now (a vanished or replaced file reads as changed).
+    public func currentStat() throws -> FileStat {
+        guard let now = try tree.stat(path), now.inode == stat.inode else {
+            var gone = stat
+            gone.ctime = Timespec(seconds: -1, nanoseconds: 0)
+            return gone
+        }
+        return now
+    }
+
+    /// No-op.
+    public func close() {}
+}
