@@ -40,6 +40,8 @@ public struct SyncSummary: Sendable, Equatable {
     public var skippedSpecial = 0
     /// Paths that failed, with the reason.
     public var errors: [KeepSyncError] = []
+    /// Copies left to the caller (`apply(_:deferCopies:)`).
+    public var deferredCopies: [RelativePath] = []
 
     /// A summary.
     public init() {}
@@ -59,6 +61,7 @@ public final class SyncEngine {
     var warnedSpecial: Set<RelativePath> = []
     var pendingChanges: [RecordChange] = []
     var storeError: (any Error)?
+    var deferCopies = false
     /// Batch size for record appends.
     static let batchSize = 1024
 
@@ -98,8 +101,12 @@ public final class SyncEngine {
 
     /// Applies a scan: every step in order, errors per path, records appended in
     /// batches after the mirror changes they describe are durable.
-    public func apply(_ scan: SyncScan) -> SyncSummary {
+    /// With `deferCopies`, file copies are not made but listed in
+    /// `summary.deferredCopies`, for the caller to run concurrently (`copyFile`) and
+    /// record (`recordCopy`).
+    public func apply(_ scan: SyncScan, deferCopies: Bool = false) -> SyncSummary {
         var summary = SyncSummary()
+        self.deferCopies = deferCopies
         let hold = brakeHolds(scan)
         var dirty: Set<RelativePath> = []
         var blocked: [RelativePath] = []   // directories whose entries cannot be worked on
@@ -161,7 +168,15 @@ public final class SyncEngine {
     private func execute(_ action: SyncAction, state: PathState, summary: inout SyncSummary) throws {
         switch action {
         case .copyFile(let path):
-            try copy(path, summary: &summary)
+            if deferCopies {
+                summary.deferredCopies.append(path)
+                return
+            }
+            if let result = try SyncEngine.copyFile(path, source: source, mirror: mirror, logger: logger) {
+                recordCopy(result)
+                summary.copiedFiles += 1
+                summary.copiedBytes += result.installed.size
+            }
         case .makeDirectory(let path, let mode):
             let st = try mirror.makeDirectory(path, mode: mode)
             summary.createdDirectories += 1
@@ -187,28 +202,83 @@ public final class SyncEngine {
         }
     }
 
-    /// Copies one file, again when it changed during the copy; a vanished source is no error.
-    private func copy(_ path: RelativePath, summary: inout SyncSummary) throws {
+    /// What a copy did: the source version copied and the installed mirror file.
+    public struct CopyResult: Sendable, Equatable {
+        /// The path.
+        public var path: RelativePath
+        /// The source's stat when it was opened (the version copied).
+        public var source: FileStat
+        /// The mirror file's stat after the rename.
+        public var installed: FileStat
+    }
+
+    /// Copies one file, again when it changed during the copy; nil when the source
+    /// vanished (not an error). Touches no engine state: safe on any thread.
+    public static func copyFile(_ path: RelativePath, source: any FileSystemProviding, mirror: any FileAccessorProviding,
+                                logger: Logger, attempts: Int = 5) throws -> CopyResult? {
         var attempt = 0
         while true {
             attempt += 1
             let file: any SourceFile
             do { file = try source.open(path) } catch let error as KeepSyncError where error.code == .notFound {
                 logger.debug("\(path.escaped) vanished before it was copied")
-                return
+                return nil
             }
             defer { file.close() }
             do {
                 let installed = try mirror.install(path, from: file)
-                summary.copiedFiles += 1
-                summary.copiedBytes += installed.size
-                change(.put(FileRecord(path: path, source: file.stat, mirrorInode: installed.inode)))
                 logger.debug("copied \(path.escaped) (\(installed.size) bytes)")
-                return
-            } catch let error as KeepSyncError where error.code == .sourceChanged && attempt < 5 {
+                return CopyResult(path: path, source: file.stat, installed: installed)
+            } catch let error as KeepSyncError where error.code == .sourceChanged && attempt < attempts {
                 logger.debug("\(path.escaped) changed during copy; copying again")
             }
         }
+    }
+
+    /// Records a finished copy.
+    public func recordCopy(_ result: CopyResult) {
+        change(.put(FileRecord(path: result.path, source: result.source, mirrorInode: result.installed.inode)))
+    }
+
+    /// Sets a directory's mode and mtime from the source after its entries changed.
+    public func fixDirectory(_ path: RelativePath) throws {
+        guard let s = try source.stat(path), s.kind == .directory,
+              let m = try mirror.stat(path), m.kind == .directory else { return }
+        var summary = SyncSummary()
+        for action in planner.finishDirectory(path: path, source: s, mirror: m, record: records.records[path], entriesChanged: true) {
+            try execute(action, state: PathState(path: path, source: s, record: nil, mirror: m), summary: &summary)
+        }
+    }
+
+    /// Applies a live rename to the mirror and the records when the mirror holds
+    /// exactly what was recorded at `from` and the source object at `to` is that same
+    /// object. Returns false (nothing changed) otherwise.
+    public func applyRename(from: RelativePath, to: RelativePath) throws -> Bool {
+        guard !from.isRoot, !to.isRoot, !to.isWithin(from), let record = records.records[from],
+              let sourceNow = try source.stat(to), sourceNow.device == record.device, sourceNow.inode == record.inode,
+              let mirrorNow = try mirror.stat(from), mirrorNow.inode == record.mirrorInode,
+              let parent = to.parent, let mirrorParent = try mirror.stat(parent), mirrorParent.kind == .directory
+        else { return false }
+        if let existing = try mirror.stat(to), existing.kind == .directory {
+            try mirror.remove(to)
+        }
+        try mirror.rename(from, to: to)
+        for path in records.records.keys where path.isWithin(to) && !path.isWithin(from) { change(.remove(path)) }
+        for (path, r) in records.records where path.isWithin(from) {
+            var moved = r
+            moved.path = path.rebased(from: from, to: to)!
+            change(.remove(path))
+            change(.put(moved))
+        }
+        logger.debug("renamed \(from.escaped) to \(to.escaped) in the mirror")
+        return true
+    }
+
+    /// Appends queued record changes now.
+    public func flush() -> KeepSyncError? {
+        var summary = SyncSummary()
+        flushRecords(&summary)
+        return summary.errors.first
     }
 
     private func report(_ error: any Error, path: RelativePath, into summary: inout SyncSummary) {

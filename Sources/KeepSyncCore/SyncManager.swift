@@ -1,0 +1,430 @@
+import Dispatch
+
+/// Runs blocking work (a file copy) off the actor. Production: a bounded set of
+/// Dispatch threads; tests: inline, for determinism.
+public struct CopyExecutor: Sendable {
+    /// Copies in flight at most.
+    public var limit: Int
+    /// True when copies run synchronously on the manager (deterministic).
+    public var isInline: Bool
+    let run: @Sendable (@escaping @Sendable () -> Void) -> Void
+
+    /// Runs work on Dispatch's global concurrent queue, at most `limit` at once.
+    public static func dispatch(limit: Int) -> CopyExecutor {
+        CopyExecutor(limit: max(1, limit), isInline: false) { work in DispatchQueue.global(qos: .utility).async(execute: work) }
+    }
+
+    /// Runs each copy synchronously on the manager, one at a time.
+    public static let inline = CopyExecutor(limit: 1, isInline: true) { work in work() }
+}
+
+/// The live heart of `run`: receives watcher events, keeps a pending map keyed by path
+/// with settle deadlines, coalesces, applies moves as renames, runs copies with bounded
+/// concurrency, and re-queues a file that changed while it was being copied. A full
+/// resync goes through the same scan-and-apply path as a single event.
+public actor SyncManager<C: Clock> where C.Duration == Duration {
+    /// Timing of the pending queue.
+    public struct Timing: Sendable {
+        /// Quiet time after the last event on a path.
+        public var settle: Duration
+        /// Longest wait since the first event on a path.
+        public var maxDelay: Duration
+
+        /// A timing.
+        public init(settle: Duration = .milliseconds(20), maxDelay: Duration = .milliseconds(2000)) {
+            self.settle = settle
+            self.maxDelay = maxDelay
+        }
+    }
+
+    /// What the manager is doing, for status.
+    public struct Snapshot: Sendable, Equatable {
+        /// Paths queued (pending, queued for copy, in flight).
+        public var pending: Int
+        /// Unresolved per-path failures, by path.
+        public var errors: [RelativePath: String]
+        /// Regular files the records hold.
+        public var files: Int
+        /// Their total size.
+        public var bytes: UInt64
+        /// Deletions held by the brake at the last full pass.
+        public var heldDeletes: Int
+        /// Number of completed full passes.
+        public var fullPasses: Int
+        /// True while a full pass is being applied.
+        public var resyncing: Bool
+        /// Files copied since start.
+        public var copiedFiles: Int
+        /// Bytes copied since start.
+        public var copiedBytes: UInt64
+    }
+
+    struct Pending {
+        var first: C.Instant
+        var deadline: C.Instant
+    }
+
+    let engine: SyncEngine
+    let source: any FileSystemProviding
+    let mirror: any FileAccessorProviding
+    let clock: C
+    /// Current timing.
+    public private(set) var timing: Timing
+    let executor: CopyExecutor
+    let logger: Logger
+    /// Paths that happen in the same millisecond are processed together.
+    var pending: [RelativePath: Pending] = [:]
+    var fullResyncRequested = false
+    var copyQueue: [RelativePath] = []
+    var queued: Set<RelativePath> = []
+    /// Copies running; the flag says the path changed again meanwhile.
+    var inFlight: [RelativePath: Bool] = [:]
+    var errors: [RelativePath: String] = [:]
+    var directoriesToFix: Set<RelativePath> = []
+    var heldDeletes = 0
+    var fullPasses = 0
+    var resyncing = false
+    var copiedFiles = 0
+    var copiedBytes: UInt64 = 0
+    var unflushed = 0
+    var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    var wakeContinuation: CheckedContinuation<Void, Never>?
+    var woken = false
+    var stopping = false
+    /// Called (on the actor) whenever something status-relevant changed.
+    var onChange: (@Sendable () -> Void)?
+
+    /// A manager over the given engine's seams.
+    public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any FileAccessorProviding,
+                clock: C, timing: Timing = Timing(), executor: CopyExecutor = .inline, logger: Logger = .silent) {
+        self.engine = engine
+        self.source = source
+        self.mirror = mirror
+        self.clock = clock
+        self.timing = timing
+        self.executor = executor
+        self.logger = logger
+    }
+
+    /// Sets a callback run after status-relevant changes.
+    public func setOnChange(_ callback: (@Sendable () -> Void)?) { onChange = callback }
+
+    /// Changes timing and options (SIGHUP).
+    public func reconfigure(timing: Timing, options: SyncOptions) {
+        self.timing = timing
+        engine.options = options
+    }
+
+    /// The current options.
+    public var options: SyncOptions { engine.options }
+
+    // MARK: Events
+
+    /// Takes one watcher event.
+    public func receive(_ event: WatchEvent) {
+        let now = clock.now
+        switch event {
+        case .changed(let path), .removed(let path):
+            enqueue(path, now: now, immediately: false)
+        case .closedAfterWrite(let path):
+            enqueue(path, now: now, immediately: true)
+        case .moved(let from, let to):
+            move(from: from, to: to, now: now)
+        case .rescan(let reason):
+            logger.info("full resync: \(reason)")
+            fullResyncRequested = true
+        }
+        signal()
+    }
+
+    /// Asks for a full resync (SIGUSR1, SIGHUP, overflow).
+    public func requestFullResync() {
+        fullResyncRequested = true
+        signal()
+    }
+
+    func enqueue(_ path: RelativePath, now: C.Instant, immediately: Bool) {
+        if engine.options.excludes.excludes(path, isDirectory: false) && engine.options.excludes.excludes(path, isDirectory: true) {
+            return
+        }
+        if inFlight[path] != nil {
+            inFlight[path] = true
+            if !immediately { return }
+        }
+        let settleAt = immediately ? now : now.advanced(by: timing.settle)
+        if var p = pending[path] {
+            let cap = p.first.advanced(by: timing.maxDelay)
+            p.deadline = min(settleAt, cap)
+            pending[path] = p
+        } else {
+            pending[path] = Pending(first: now, deadline: immediately ? now : min(settleAt, now.advanced(by: timing.maxDelay)))
+        }
+    }
+
+    func move(from: RelativePath, to: RelativePath, now: C.Instant) {
+        let excludes = engine.options.excludes
+        let fromExcluded = excludes.excludes(from, isDirectory: false) && excludes.excludes(from, isDirectory: true)
+        let toExcluded = excludes.excludes(to, isDirectory: false) && excludes.excludes(to, isDirectory: true)
+        let busy = inFlight.keys.contains { $0.isWithin(from) || $0.isWithin(to) }
+        if !fromExcluded, !toExcluded, !busy, pending[from] == nil {
+            do {
+                if try engine.applyRename(from: from, to: to) {
+                    if let parent = from.parent { directoriesToFix.insert(parent) }
+                    if let parent = to.parent { directoriesToFix.insert(parent) }
+                    enqueue(to, now: now, immediately: false)
+                    return
+                }
+            } catch {
+                logger.debug("rename \(from.escaped) -> \(to.escaped) not applied: \(error)")
+            }
+        }
+        enqueue(from, now: now, immediately: false)
+        enqueue(to, now: now, immediately: false)
+    }
+
+    // MARK: Processing
+
+    /// The earliest moment something is due, nil when nothing waits.
+    public func nextDeadline() -> C.Instant? {
+        if fullResyncRequested { return clock.now }
+        return pending.values.map(\.deadline).min()
+    }
+
+    /// Processes a requested full resync and every path whose deadline has passed.
+    public func processDue() {
+        if fullResyncRequested {
+            fullResyncRequested = false
+            fullResync()
+        }
+        let now = clock.now
+        let due = pending.filter { $0.value.deadline <= now }.keys.sorted()
+        guard !due.isEmpty else { return finishRound() }
+        for path in due { pending[path] = nil }
+        var last: RelativePath?
+        for path in due {
+            // A due directory's scan covers the due paths below it.
+            if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }
+            process(path)
+            last = path
+        }
+        finishRound()
+    }
+
+    /// A full pass: scan everything, brake on, apply, copy.
+    public func fullResync() {
+        resyncing = true
+        onChange?()
+        defer { resyncing = false }
+        let options = engine.options
+        do {
+            let scan = try engine.scan(.root)
+            let summary = engine.apply(scan, deferCopies: true)
+            heldDeletes = summary.heldDeletes
+            if summary.heldDeletes > 0 {
+                logger.warning("held \(summary.heldDeletes) deletions: more than \(options.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; send SIGUSR1 after checking, or restart with --allow-mass-delete")
+            }
+            errors = [:]
+            note(summary)
+            for path in summary.deferredCopies { queueCopy(path) }
+            fullPasses += 1
+        } catch {
+            errors[.root] = "\(error)"
+            logger.error("full resync failed: \(error)")
+        }
+        startCopies()
+    }
+
+    /// One path (and, for a directory, what is below it), with deletions not braked.
+    func process(_ path: RelativePath) {
+        let scope = nearestMirrorScope(path)
+        var options = engine.options
+        let saved = options
+        options.allowMassDelete = true
+        engine.options = options
+        defer { engine.options = saved }
+        do {
+            let scan = try engine.scan(scope)
+            let summary = engine.apply(scan, deferCopies: true)
+            for key in errors.keys where key.isWithin(scope) { errors[key] = nil }
+            note(summary)
+            for copy in summary.deferredCopies { queueCopy(copy) }
+            if let parent = scope.parent { directoriesToFix.insert(parent) }
+        } catch {
+            errors[scope] = "\(error)"
+            logger.error("\(scope.escaped): \(error)")
+        }
+        startCopies()
+    }
+
+    /// `path`, or its nearest ancestor whose parent directory exists in the mirror.
+    func nearestMirrorScope(_ path: RelativePath) -> RelativePath {
+        var scope = path
+        while let parent = scope.parent, (try? mirror.stat(parent))??.kind != .directory {
+            scope = parent
+        }
+        return scope
+    }
+
+    func note(_ summary: SyncSummary) {
+        for e in summary.errors { errors[e.path ?? .root] = e.message }
+        copiedFiles += summary.copiedFiles
+        copiedBytes += summary.copiedBytes
+    }
+
+    // MARK: Copies
+
+    func queueCopy(_ path: RelativePath) {
+        if inFlight[path] != nil {
+            inFlight[path] = true
+            return
+        }
+        if queued.insert(path).inserted { copyQueue.append(path) }
+    }
+
+    func startCopies() {
+        while inFlight.count < executor.limit, !copyQueue.isEmpty, !stopping {
+            let path = copyQueue.removeFirst()
+            queued.remove(path)
+            inFlight[path] = false
+            let source = self.source, mirror = self.mirror, logger = self.logger
+            if executor.isInline {
+                let result = Result { try SyncEngine.copyFile(path, source: source, mirror: mirror, logger: logger) }
+                copyFinished(path, result)
+                continue
+            }
+            executor.run {
+                let result = Result { try SyncEngine.copyFile(path, source: source, mirror: mirror, logger: logger) }
+                Task { await self.copyFinished(path, result) }
+            }
+        }
+    }
+
+    func copyFinished(_ path: RelativePath, _ result: Result<SyncEngine.CopyResult?, any Error>) {
+        let changedAgain = inFlight.removeValue(forKey: path) ?? false
+        switch result {
+        case .success(let copied):
+            errors[path] = nil
+            if let copied {
+                engine.recordCopy(copied)
+                copiedFiles += 1
+                copiedBytes += copied.installed.size
+                unflushed += 1
+            }
+        case .failure(let error):
+            if (try? source.stat(path)) ?? nil == nil {
+                errors[path] = nil
+            } else {
+                errors[path] = (error as? KeepSyncError)?.message ?? "\(error)"
+                logger.error("\(path.escaped): \((error as? KeepSyncError)?.message ?? "\(error)")")
+            }
+        }
+        if let parent = path.parent { directoriesToFix.insert(parent) }
+        if changedAgain { enqueue(path, now: clock.now, immediately: false) }
+        if unflushed >= 256 { flushRecords() }
+        startCopies()
+        if inFlight.isEmpty && copyQueue.isEmpty { finishRound() }
+        signal()
+    }
+
+    /// Fixes directory attributes, appends records, wakes idle waiters.
+    func finishRound() {
+        if inFlight.isEmpty && copyQueue.isEmpty {
+            for dir in directoriesToFix.sorted(by: { $0.depth > $1.depth }) {
+                do { try engine.fixDirectory(dir) } catch { logger.debug("\(dir.escaped): \(error)") }
+            }
+            directoriesToFix.removeAll()
+        }
+        flushRecords()
+        onChange?()
+        if isIdle {
+            let waiters = idleWaiters
+            idleWaiters.removeAll()
+            for w in waiters { w.resume() }
+        }
+    }
+
+    func flushRecords() {
+        if let error = engine.flush() { errors[.root] = "cannot write records: \(error.message)" }
+        unflushed = 0
+    }
+
+    /// True when nothing is pending, queued or copying.
+    public var isIdle: Bool { pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !fullResyncRequested }
+
+    /// Returns once the manager is idle.
+    public func waitUntilIdle() async {
+        if isIdle { return }
+        await withCheckedContinuation { idleWaiters.append($0) }
+    }
+
+    /// Status numbers.
+    public func snapshot() -> Snapshot {
+        var files = 0
+        var bytes: UInt64 = 0
+        for r in engine.records.records.values where r.kind == .regular {
+            files += 1
+            bytes += r.size
+        }
+        return Snapshot(pending: pending.count + copyQueue.count + inFlight.count, errors: errors, files: files, bytes: bytes,
+                        heldDeletes: heldDeletes, fullPasses: fullPasses, resyncing: resyncing,
+                        copiedFiles: copiedFiles, copiedBytes: copiedBytes)
+    }
+
+    // MARK: Driving
+
+    /// Consumes `events` and processes what is due until `stop` is called or the stream ends.
+    public func run(events: AsyncStream<WatchEvent>) async {
+        let consumer = Task {
+            for await event in events { self.receive(event) }
+            self.stop()
+        }
+        while !stopping {
+            processDue()
+            if stopping { break }
+            await sleep(until: nextDeadline())
+        }
+        consumer.cancel()
+        while !inFlight.isEmpty { await waitForSignal() }
+        finishRound()
+    }
+
+    /// Makes `run` return after the copies in flight end.
+    public func stop() {
+        stopping = true
+        signal()
+    }
+
+    func signal() {
+        if let c = wakeContinuation {
+            wakeContinuation = nil
+            c.resume()
+        } else {
+            woken = true
+        }
+    }
+
+    func waitForSignal() async {
+        if woken {
+            woken = false
+            return
+        }
+        await withCheckedContinuation { wakeContinuation = $0 }
+        woken = false
+    }
+
+    func sleep(until deadline: C.Instant?) async {
+        guard let deadline else { return await waitForSignal() }
+        if deadline <= clock.now { return }
+        if woken {
+            woken = false
+            return
+        }
+        let clock = self.clock
+        let timer = Task {
+            try? await clock.sleep(until: deadline, tolerance: nil)
+            if !Task.isCancelled { self.signal() }
+        }
+        await waitForSignal()
+        timer.cancel()
+    }
+}
