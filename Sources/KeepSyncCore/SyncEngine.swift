@@ -274,6 +274,14 @@ public final class SyncEngine {
         return true
     }
 
+    /// Appends what is queued, then rewrites the store to hold exactly the records.
+    public func compact() throws {
+        var summary = SyncSummary()
+        flushRecords(&summary)
+        if let error = summary.errors.first { throw error }
+        try store.compact(records)
+    }
+
     /// Appends queued record changes now.
     public func flush() -> KeepSyncError? {
         var summary = SyncSummary()

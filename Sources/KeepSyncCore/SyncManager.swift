@@ -9,6 +9,13 @@ public struct CopyExecutor: Sendable {
     public var isInline: Bool
     let run: @Sendable (@escaping @Sendable () -> Void) -> Void
 
+    /// An executor calling `run` with each copy's work (tests can hold it back).
+    public init(limit: Int, isInline: Bool, run: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
+        self.limit = limit
+        self.isInline = isInline
+        self.run = run
+    }
+
     /// Runs work on Dispatch's global concurrent queue, at most `limit` at once.
     public static func dispatch(limit: Int) -> CopyExecutor {
         CopyExecutor(limit: max(1, limit), isInline: false) { work in DispatchQueue.global(qos: .utility).async(execute: work) }
@@ -93,10 +100,17 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var stopping = false
     /// Called (on the actor) whenever something status-relevant changed.
     var onChange: (@Sendable () -> Void)?
+    /// Says why the source root cannot be trusted now, or nil when it can; given the
+    /// number of recorded entries.
+    let rootCheck: (@Sendable (Int) -> String?)?
+    /// Set when a full pass found the source root vanished or replaced; `run` then returns.
+    public private(set) var rootLost: String?
 
     /// A manager over the given engine's seams.
     public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any FileAccessorProviding,
-                clock: C, timing: Timing = Timing(), executor: CopyExecutor = .inline, logger: Logger = .silent) {
+                clock: C, timing: Timing = Timing(), executor: CopyExecutor = .inline, logger: Logger = .silent,
+                rootCheck: (@Sendable (Int) -> String?)? = nil) {
+        self.rootCheck = rootCheck
         self.engine = engine
         self.source = source
         self.mirror = mirror
@@ -212,6 +226,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// A full pass: scan everything, brake on, apply, copy.
     public func fullResync() {
+        if let problem = rootCheck?(engine.records.records.count - (engine.records.records[.root] == nil ? 0 : 1)) {
+            rootLost = problem
+            errors[.root] = problem
+            logger.error(problem)
+            stopping = true
+            return
+        }
         resyncing = true
         onChange?()
         defer { resyncing = false }
@@ -348,6 +369,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         unflushed = 0
     }
 
+    /// Appends queued records and rewrites the store compactly.
+    public func compactRecords() throws { try engine.compact() }
+
     /// True when nothing is pending, queued or copying.
     public var isIdle: Bool { pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !fullResyncRequested }
 
@@ -372,20 +396,21 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     // MARK: Driving
 
-    /// Consumes `events` and processes what is due until `stop` is called or the stream ends.
-    public func run(events: AsyncStream<WatchEvent>) async {
-        let consumer = Task {
-            for await event in events { self.receive(event) }
-            self.stop()
-        }
+    /// Processes what is due, as events arrive through `receive`, until `stop`;
+    /// returns after the copies in flight ended and the records are appended.
+    public func run() async {
         while !stopping {
             processDue()
             if stopping { break }
             await sleep(until: nextDeadline())
         }
-        consumer.cancel()
         while !inFlight.isEmpty { await waitForSignal() }
         finishRound()
+    }
+
+    /// Feeds a watcher's events to `receive` until the stream ends.
+    public nonisolated func consume(_ events: AsyncStream<WatchEvent>) async {
+        for await event in events { await receive(event) }
     }
 
     /// Makes `run` return after the copies in flight end.

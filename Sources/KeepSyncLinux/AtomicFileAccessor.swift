@@ -8,9 +8,20 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// Read access to the same tree, through the same confined lookups.
     let tree: PosixFileSystem
 
+    /// Set to make copies in progress give up (their temp files are removed).
+    public let cancellation: CancellationFlag
+
     /// Opens the mirror root, which must exist.
-    public init(rootPath: [UInt8]) throws {
+    public init(rootPath: [UInt8], cancellation: CancellationFlag = CancellationFlag()) throws {
         tree = try PosixFileSystem(rootPath: rootPath)
+        self.cancellation = cancellation
+    }
+
+    /// Chunk between cancellation checks.
+    static let chunk = 16 << 20
+
+    private func checkCancelled(_ path: RelativePath) throws {
+        if cancellation.isSet { throw KeepSyncError(.io, "copy abandoned: stopping", path: path) }
     }
 
     /// The prefix of keepsync's temp files.
@@ -35,6 +46,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
                 temp.close()
                 if !installed { try? Sys.unlink(parent, tempName, directory: false) }
             }
+            try checkCancelled(path)
             try copyData(from: source, to: temp, path: path)
             do throws(Errno) {
                 try temp.setMode(source.stat.mode)
@@ -85,8 +97,9 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         }
         var useRange = true
         while useRange {
+            try checkCancelled(path)
             do throws(Errno) {
-                if try Sys.copyRange(from: src, to: dest, count: 1 << 30) == 0 { return }
+                if try Sys.copyRange(from: src, to: dest, count: AtomicFileAccessor.chunk) == 0 { return }
             } catch {
                 switch error.rawValue {
                 case EXDEV, ENOSYS, EINVAL, EOPNOTSUPP, EBADF: useRange = false

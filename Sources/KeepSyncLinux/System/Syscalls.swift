@@ -149,3 +149,12 @@ enum Sys {
         return (0..<16).map { i in hex[Int((v >> (UInt64(15 - i) * 4)) & 0xF)] }
     }
 }
+
+extension Sys {
+    /// Names in the directory at an absolute path.
+    static func readDirectoryPath(_ path: [UInt8]) throws(Errno) -> [[UInt8]] {
+        let fd = try open(.currentDirectory, path, O_RDONLY | O_DIRECTORY)
+        defer { fd.close() }
+        return try readDirectory(fd)
+    }
+}

@@ -1,0 +1,228 @@
+import Foundation
+import Glibc
+import KeepSyncCore
+
+/// `keepsync run`: the long-running agent. Takes the lock, starts watching (watch
+/// first, then the initial full pass, so nothing falls in between), feeds events to
+/// the SyncManager, writes status, and handles signals. When the source root vanishes
+/// it stops mirroring, reports, and resumes with a full resync when the root is back.
+actor Agent {
+    var settings: CommandRunner.Settings
+    let reload: @Sendable () throws -> CommandRunner.Settings
+    let makeWatcher: @Sendable ([UInt8], Logger) -> any WatcherProviding
+    let logger: Logger
+    let cancellation = CancellationFlag()
+    var manager: SyncManager<ContinuousClock>?
+    var watcher: (any WatcherProviding)?
+    var stopRequested = false
+    var state = "starting"
+    var lastFullSync: String?
+    var seenPasses = 0
+    var lastStatus = ""
+    var lastStatusWrite = ContinuousClock.now - .seconds(10)
+    var rootProblem: String?
+
+    init(settings: CommandRunner.Settings, logger: Logger,
+         reload: @escaping @Sendable () throws -> CommandRunner.Settings,
+         makeWatcher: @escaping @Sendable ([UInt8], Logger) -> any WatcherProviding) {
+        self.settings = settings
+        self.logger = logger
+        self.reload = reload
+        self.makeWatcher = makeWatcher
+    }
+
+    var timing: SyncManager<ContinuousClock>.Timing {
+        .init(settle: .milliseconds(settings.configuration.settleMilliseconds),
+              maxDelay: .milliseconds(settings.configuration.maxDelayMilliseconds))
+    }
+
+    /// Runs until SIGTERM/SIGINT; returns the exit code.
+    func run() async throws -> ExitCode {
+        SignalSource.ignoreAll()
+        try HostPaths.makeDirectories(settings.state, mode: 0o700)
+        let lock = try StateLock(stateDirectory: settings.state)
+        defer { lock.release() }
+        let store = try JournalBookmarkStore(directory: settings.state)
+        var records = try store.load()
+        if records.wasDamaged {
+            logger.warning("the records in \(HostPaths.display(settings.state)) were damaged; comparing source and mirror in full")
+        }
+        let sourceName = HostPaths.display(settings.source)
+        let rootStat = HostPaths.stat(settings.source)
+        let rootIsEmpty = rootStat?.kind == .directory
+            ? ((try? PosixFileSystem(rootPath: settings.source).list(.root).isEmpty) ?? false) : false
+        switch SourceSafety.evaluate(sourcePath: sourceName, root: rootStat, rootIsEmpty: rootIsEmpty, records: records,
+                                     acceptNewSource: settings.invocation.acceptNewSource,
+                                     allowMassDelete: settings.invocation.allowMassDelete) {
+        case .proceed: break
+        case .usage(let message): throw KeepSyncError(.configuration, message)
+        case .refuse(let message):
+            writeStatus(state: "error", snapshot: nil, extraErrors: [(".", message)], force: true)
+            throw KeepSyncError(.unsafe, message)
+        }
+        try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
+        if let rootStat {
+            records.root = RootIdentity(device: rootStat.device, inode: rootStat.inode)
+            try store.apply([.setRoot(records.root!)])
+        }
+        let signals = SignalSource { number in Task { await self.handle(signal: number) } }
+        defer { signals.cancel() }
+        let statusTask = Task { await self.statusLoop() }
+
+        while !stopRequested {
+            try await runGeneration(store: store, records: records)
+            if stopRequested { break }
+            guard let problem = rootProblem else { break }
+            // The root vanished or was replaced: wait for the recorded one to come back.
+            state = "error"
+            writeStatus(state: "error", snapshot: nil, extraErrors: [(".", problem)], force: true)
+            logger.error("\(problem); mirroring paused until it is back")
+            while !stopRequested, checkRoot(recordedEntries: 1, identity: records.root) != nil {
+                try? await Task.sleep(for: .milliseconds(500))
+            }
+            if stopRequested { break }
+            logger.info("source \(sourceName) is back; resuming with a full resync")
+            rootProblem = nil
+            records = try store.load()
+        }
+        statusTask.cancel()
+        if let manager { try? await manager.compactRecords() }
+        state = "stopped"
+        await writeStatusNow(force: true)
+        logger.info("stopped")
+        return .success
+    }
+
+    /// One watcher + manager lifetime, until stop or a lost root.
+    func runGeneration(store: JournalBookmarkStore, records: RecordSet) async throws {
+        let sourceTree = try PosixFileSystem(rootPath: settings.source)
+        let mirrorTree = try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation)
+        let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
+                                options: settings.options, logger: logger)
+        let sourcePath = settings.source
+        let identity = records.root
+        let manager = SyncManager(engine: engine, source: sourceTree, mirror: mirrorTree, clock: ContinuousClock(),
+                                  timing: timing, executor: .dispatch(limit: 4), logger: logger,
+                                  rootCheck: { entries in Agent.rootProblem(sourcePath, identity: identity, recordedEntries: entries) })
+        self.manager = manager
+        let watcher = makeWatcher(settings.source, logger)
+        self.watcher = watcher
+        let events = try watcher.start(excluding: settings.excludes)
+        let consumer = Task { await manager.consume(events) }
+        state = "syncing"
+        await manager.requestFullResync()
+        await manager.run()
+        watcher.stop()
+        consumer.cancel()
+        rootProblem = await manager.rootLost
+    }
+
+    func checkRoot(recordedEntries: Int, identity: RootIdentity?) -> String? {
+        Agent.rootProblem(settings.source, identity: identity, recordedEntries: recordedEntries)
+    }
+
+    /// Why the source root cannot be trusted now, or nil.
+    static func rootProblem(_ path: [UInt8], identity: RootIdentity?, recordedEntries: Int) -> String? {
+        let name = HostPaths.display(path)
+        guard let st = HostPaths.stat(path), st.kind == .directory else {
+            return "source \(name) is missing; nothing is deleted (is a disk unmounted?)"
+        }
+        if let identity, identity != RootIdentity(device: st.device, inode: st.inode) {
+            return "source \(name) was replaced by a different directory; nothing is deleted"
+        }
+        if recordedEntries > 0, let list = try? Sys.readDirectoryPath(path), list.isEmpty {
+            return "source \(name) is empty but the records list \(recordedEntries) entries; nothing is deleted"
+        }
+        return nil
+    }
+
+    // MARK: Signals
+
+    func handle(signal number: Int32) async {
+        switch number {
+        case SIGUSR1:
+            logger.info("SIGUSR1: full resync")
+            await manager?.requestFullResync()
+        case SIGHUP:
+            logger.info("SIGHUP: reloading the configuration")
+            await reloadConfiguration()
+        case SIGTERM, SIGINT:
+            logger.info("\(number == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
+            stopRequested = true
+            cancellation.set()
+            watcher?.stop()
+            await manager?.stop()
+        default:
+            break
+        }
+    }
+
+    func reloadConfiguration() async {
+        let fresh: CommandRunner.Settings
+        do { fresh = try reload() } catch {
+            logger.error("configuration not reloaded, keeping the old one: \((error as? KeepSyncError)?.description ?? "\(error)")")
+            return
+        }
+        if fresh.source != settings.source || fresh.mirror != settings.mirror || fresh.state != settings.state {
+            logger.warning("source, mirror and state take effect on restart; keeping the current ones")
+        }
+        var next = fresh
+        next.source = settings.source
+        next.mirror = settings.mirror
+        next.state = settings.state
+        settings = next
+        guard let manager else { return }
+        await manager.reconfigure(timing: timing, options: settings.options)
+        // A new watcher with the new excludes; the full resync covers the switch-over.
+        let old = watcher
+        let watcher = makeWatcher(settings.source, logger)
+        do {
+            let events = try watcher.start(excluding: settings.excludes)
+            self.watcher = watcher
+            Task { await manager.consume(events) }
+            old?.stop()
+        } catch {
+            logger.error("cannot restart watching: \(error)")
+        }
+        await manager.requestFullResync()
+    }
+
+    // MARK: Status
+
+    func statusLoop() async {
+        while !Task.isCancelled {
+            await writeStatusNow(force: false)
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+    }
+
+    func writeStatusNow(force: Bool) async {
+        guard let manager else { return }
+        let snapshot = await manager.snapshot()
+        if snapshot.fullPasses > seenPasses {
+            seenPasses = snapshot.fullPasses
+            lastFullSync = LogSink.utcTimestamp()
+        }
+        if state == "syncing", seenPasses > 0, snapshot.pending == 0 {
+            state = "watching"
+            logger.info("initial sync done: \(snapshot.files) files, watching")
+        }
+        let current = state == "watching" && snapshot.resyncing ? "syncing" : state
+        writeStatus(state: current, snapshot: snapshot, extraErrors: [], force: force)
+    }
+
+    func writeStatus(state: String, snapshot: SyncManager<ContinuousClock>.Snapshot?, extraErrors: [(String, String)], force: Bool) {
+        let errors = extraErrors.map { (path: $0.0, message: $0.1) }
+            + (snapshot?.errors ?? [:]).sorted { $0.key < $1.key }.map { (path: $0.key.escaped, message: $0.value) }
+        let report = StatusReport(state: state, pid: Int(getpid()), source: HostPaths.display(settings.source),
+                                  mirror: HostPaths.display(settings.mirror), files: snapshot?.files ?? 0,
+                                  bytes: snapshot?.bytes ?? 0, pending: snapshot?.pending ?? 0,
+                                  lastFullSync: lastFullSync, heldDeletes: snapshot?.heldDeletes ?? 0, errors: errors)
+        let json = report.json
+        let now = ContinuousClock.now
+        guard json != lastStatus, force || now - lastStatusWrite >= .seconds(1) else { return }
+        lastStatus = json
+        lastStatusWrite = now
+        try? HostPaths.writeAtomically(settings.state + Array("/status.json".utf8), Array(json.utf8))
+    }
+}
