@@ -20,6 +20,10 @@ public struct SyncScan: Sendable {
     public var deletions = 0
     /// Mirror paths under removed directories, for `check` (only when asked).
     public var removedBelow: [RelativePath: [RelativePath]] = [:]
+    /// Regular files the mirror keeps although the source lost them (`--no-delete`).
+    public var keptFiles = 0
+    /// Their total size.
+    public var keptBytes: UInt64 = 0
     /// Special files met (FIFOs, sockets, devices).
     public var specialFiles: [RelativePath] = []
     /// Source paths visited that had a record.
@@ -81,6 +85,23 @@ public struct TreeScanner {
             }
             scan.deletions += removed
             scan.mirrorEntries += removed - 1
+        } else if s == nil, let m, !path.isRoot {
+            // Kept (--no-delete): still held by the mirror.
+            if m.kind == .regular {
+                scan.keptFiles += 1
+                scan.keptBytes += m.size
+            } else if m.kind == .directory {
+                var stack = [path]
+                while let d = stack.popLast() {
+                    for e in (try? mirror.list(d)) ?? [] {
+                        if e.stat.kind == .directory { stack.append(d.appending(e.name)) }
+                        if e.stat.kind == .regular {
+                            scan.keptFiles += 1
+                            scan.keptBytes += e.stat.size
+                        }
+                    }
+                }
+            }
         }
         if !actions.isEmpty { scan.steps.append(.path(state, actions, removedEntries: removed)) }
         guard let s, s.kind == .directory else { return }

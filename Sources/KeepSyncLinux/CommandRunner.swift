@@ -39,7 +39,7 @@ public struct CommandRunner {
         }
         let invocation: Invocation
         do { invocation = try CommandLineParser.parse(arguments) } catch {
-            fail(error, foreground: LogSink.stderrIsTerminal)
+            fail(error, foreground: LogSink.stderrIsTerminal || arguments.contains(Array("--foreground".utf8)))
             return .usage
         }
         let foreground = invocation.foreground ?? LogSink.stderrIsTerminal
@@ -186,7 +186,8 @@ public struct CommandRunner {
             logger.warning("held \(held) deletions: more than \(settings.configuration.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; rerun with --allow-mass-delete to apply them")
         }
         logger.info(describe(summary))
-        writeStatus(settings, state: "stopped", records: engine.records, summary: summary, extraErrors: [])
+        writeStatus(settings, state: "stopped", records: engine.records, summary: summary, extraErrors: [],
+                    kept: (scan.keptFiles, scan.keptBytes))
         if held > 0 { return .unsafe }
         if !summary.errors.isEmpty {
             logger.error("\(summary.errors.count) item\(summary.errors.count == 1 ? "" : "s") failed")
@@ -206,12 +207,12 @@ public struct CommandRunner {
     }
 
     func writeStatus(_ settings: Settings, state: String, records: RecordSet, summary: SyncSummary?,
-                     extraErrors: [(path: String, message: String)]) {
+                     extraErrors: [(path: String, message: String)], kept: (files: Int, bytes: UInt64) = (0, 0)) {
         let files = records.records.values.filter { $0.kind == .regular }
         let report = StatusReport(
             state: state, pid: Int(getpid()), source: HostPaths.display(settings.source),
-            mirror: HostPaths.display(settings.mirror), files: files.count,
-            bytes: files.reduce(0) { $0 + $1.size }, pending: 0,
+            mirror: HostPaths.display(settings.mirror), files: files.count + kept.files,
+            bytes: files.reduce(0) { $0 + $1.size } + kept.bytes, pending: 0,
             lastFullSync: summary == nil ? nil : LogSink.utcTimestamp(), heldDeletes: summary?.heldDeletes ?? 0,
             errors: extraErrors + (summary?.errors ?? []).map { (path: ($0.path ?? .root).escaped, message: $0.message) })
         try? HostPaths.writeAtomically(settings.state + Array("/status.json".utf8), Array(report.json.utf8))

@@ -1,0 +1,9 @@
+import Glibc
+
+/// A failed system call in a test helper.
+struct FSError: Error, CustomStringConvertible {
+    var call: String
+    var path: [UInt8]
+    var code: Int32
+    var description: String { "\(call)(\(FS.display(path))): \(String(cString: strerror(code)))" }
+}
