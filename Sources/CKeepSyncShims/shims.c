@@ -9,6 +9,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 int ks_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
@@ -45,6 +46,25 @@ int ks_statx_btime(int dirfd, const char *path, int64_t *sec, uint32_t *nsec) {
     if (!(sx.stx_mask & STATX_BTIME)) { errno = EOPNOTSUPP; return -1; }
     *sec = sx.stx_btime.tv_sec;
     *nsec = sx.stx_btime.tv_nsec;
+    return 0;
+}
+
+int ks_statx(int dirfd, const char *path, int empty_path, struct ks_stat *out) {
+    struct statx sx;
+    int flags = AT_SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT | (empty_path ? AT_EMPTY_PATH : 0);
+    int r = statx(dirfd, path, flags, STATX_BASIC_STATS | STATX_BTIME, &sx);
+    if (r != 0) return r;
+    out->mode = sx.stx_mode;
+    out->size = sx.stx_size;
+    out->mtime_sec = sx.stx_mtime.tv_sec;
+    out->mtime_nsec = sx.stx_mtime.tv_nsec;
+    out->ctime_sec = sx.stx_ctime.tv_sec;
+    out->ctime_nsec = sx.stx_ctime.tv_nsec;
+    out->dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+    out->ino = sx.stx_ino;
+    out->has_btime = (sx.stx_mask & STATX_BTIME) ? 1 : 0;
+    out->btime_sec = sx.stx_btime.tv_sec;
+    out->btime_nsec = sx.stx_btime.tv_nsec;
     return 0;
 }
 

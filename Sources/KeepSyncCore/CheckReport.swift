@@ -30,7 +30,7 @@ public enum CheckReport {
                 let path = state.path
                 let differs = actions.contains { action in
                     switch action {
-                    case .copyFile, .makeDirectory, .makeSymlink, .setAttributes, .remove: return true
+                    case .copyFile, .makeDirectory, .makeSymlink, .setAttributes, .remove, .renameFrom: return true
                     case .updateRecord, .dropRecord, .skipSpecial: return false
                     }
                 }

@@ -19,10 +19,14 @@ public struct FileRecord: Hashable, Sendable {
     public var linkTarget: [UInt8]?
     /// The mirror's inode holding this version.
     public var mirrorInode: UInt64
+    /// The source object's birth time, where reported: with the inode, it makes a
+    /// rename across restarts certain.
+    public var birthTime: Timespec?
 
     /// A record.
     public init(path: RelativePath, kind: FileKind, device: UInt64, inode: UInt64, size: UInt64,
-                mtime: Timespec, mode: UInt32, linkTarget: [UInt8]? = nil, mirrorInode: UInt64) {
+                mtime: Timespec, mode: UInt32, linkTarget: [UInt8]? = nil, mirrorInode: UInt64, birthTime: Timespec? = nil) {
+        self.birthTime = birthTime
         self.path = path
         self.kind = kind
         self.device = device
@@ -37,7 +41,15 @@ public struct FileRecord: Hashable, Sendable {
     /// The record for a source object synced into mirror inode `mirrorInode`.
     public init(path: RelativePath, source: FileStat, linkTarget: [UInt8]? = nil, mirrorInode: UInt64) {
         self.init(path: path, kind: source.kind, device: source.device, inode: source.inode, size: source.size,
-                  mtime: source.mtime, mode: source.mode, linkTarget: linkTarget, mirrorInode: mirrorInode)
+                  mtime: source.mtime, mode: source.mode, linkTarget: linkTarget, mirrorInode: mirrorInode,
+                  birthTime: source.birthTime)
+    }
+
+    /// True when `stat` is certainly the object this record describes, moved: same
+    /// device, inode, size, mtime and (reported, equal) birth time.
+    public func isCertainlySameObject(as stat: FileStat) -> Bool {
+        guard let birthTime, stat.birthTime == birthTime else { return false }
+        return describes(source: stat)
     }
 
     /// True when `stat` shows the same source object and version this record describes.

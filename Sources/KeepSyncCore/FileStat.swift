@@ -45,10 +45,14 @@ public struct FileStat: Hashable, Sendable {
     public var device: UInt64
     /// Inode number.
     public var inode: UInt64
+    /// Birth time, where the file system reports one.
+    public var birthTime: Timespec?
 
     /// A stat result.
     public init(kind: FileKind, mode: UInt32, size: UInt64, mtime: Timespec,
-                ctime: Timespec = Timespec(seconds: 0, nanoseconds: 0), device: UInt64 = 0, inode: UInt64 = 0) {
+                ctime: Timespec = Timespec(seconds: 0, nanoseconds: 0), device: UInt64 = 0, inode: UInt64 = 0,
+                birthTime: Timespec? = nil) {
+        self.birthTime = birthTime
         self.kind = kind
         self.mode = mode
         self.size = size

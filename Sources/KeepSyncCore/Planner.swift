@@ -46,11 +46,14 @@ public enum SyncAction: Equatable, Sendable {
     case dropRecord(RelativePath)
     /// A FIFO, socket or device: not mirrored, warned about.
     case skipSpecial(RelativePath)
+    /// Move the mirror's copy of a vanished path here (a rename made while keepsync
+    /// was not watching, identity certain); falls back to a copy.
+    case renameFrom(RelativePath, to: RelativePath)
 
     /// True for actions that add, replace or remove a directory entry in the mirror.
     public var changesMirrorEntries: Bool {
         switch self {
-        case .copyFile, .makeDirectory, .makeSymlink, .remove: return true
+        case .copyFile, .makeDirectory, .makeSymlink, .remove, .renameFrom: return true
         case .setAttributes, .updateRecord, .dropRecord, .skipSpecial: return false
         }
     }

@@ -178,6 +178,13 @@ public enum RecordJournalCodec {
             } else {
                 out.append(0)
             }
+            if let birth = record.birthTime {
+                out.append(1)
+                append(UInt64(bitPattern: birth.seconds), to: &out)
+                append(UInt32(truncatingIfNeeded: birth.nanoseconds), to: &out)
+            } else {
+                out.append(0)
+            }
         case .remove(let path):
             out.append(tagRemove)
             appendBytes(path.bytes, to: &out)
@@ -239,9 +246,18 @@ public enum RecordJournalCodec {
             target = bytes
         default: return nil
         }
+        var birth: Timespec?
+        guard let hasBirth = read(UInt8.self, p, &at) else { return nil }
+        switch hasBirth {
+        case 0: birth = nil
+        case 1:
+            guard let sec = read(UInt64.self, p, &at), let nsec = read(UInt32.self, p, &at) else { return nil }
+            birth = Timespec(seconds: Int64(bitPattern: sec), nanoseconds: Int64(nsec))
+        default: return nil
+        }
         return FileRecord(path: RelativePath(bytes: path), kind: kind, device: device, inode: inode, size: size,
                           mtime: Timespec(seconds: Int64(bitPattern: seconds), nanoseconds: Int64(nanoseconds)),
-                          mode: mode, linkTarget: target, mirrorInode: mirrorInode)
+                          mode: mode, linkTarget: target, mirrorInode: mirrorInode, birthTime: birth)
     }
 
     // MARK: Integers and byte strings

@@ -30,6 +30,8 @@ public struct SyncSummary: Sendable, Equatable {
     public var copiedBytes: UInt64 = 0
     /// Directories created.
     public var createdDirectories = 0
+    /// Files renamed in the mirror instead of copied.
+    public var renamed = 0
     /// Symlinks created or replaced.
     public var createdLinks = 0
     /// Mirror entries removed.
@@ -109,14 +111,29 @@ public final class SyncEngine {
         self.deferCopies = deferCopies
         let hold = brakeHolds(scan)
         var dirty: Set<RelativePath> = []
+        var finished: Set<RelativePath> = []
+        var refix: Set<RelativePath> = []
         var blocked: [RelativePath] = []   // directories whose entries cannot be worked on
 
         func isBlocked(_ p: RelativePath) -> Bool {
             blocked.contains { p != $0 && p.isWithin($0) }
         }
-        func markDirty(_ p: RelativePath) { if let parent = p.parent { dirty.insert(parent) } }
+        func markDirty(_ p: RelativePath) {
+            guard let parent = p.parent else { return }
+            dirty.insert(parent)
+            if finished.contains(parent) { refix.insert(parent) }
+        }
+        // With renames, pure deletions wait until the renames moved their files out.
+        var steps = scan.steps
+        if scan.renames > 0 {
+            let isDeletion: (SyncScan.Step) -> Bool = {
+                if case .path(let state, let actions, _) = $0 { return state.source == nil && !actions.isEmpty }
+                return false
+            }
+            steps = steps.filter { !isDeletion($0) } + steps.filter(isDeletion)
+        }
 
-        for step in scan.steps {
+        for step in steps {
             switch step {
             case .removeTemporary(let path):
                 if isBlocked(path) { continue }
@@ -146,6 +163,7 @@ public final class SyncEngine {
                 }
 
             case .finishDirectory(let path, let sourceStat):
+                finished.insert(path)
                 if isBlocked(path) || blocked.contains(path) { continue }
                 do {
                     guard let m = try mirror.stat(path), m.kind == .directory else { continue }
@@ -154,6 +172,9 @@ public final class SyncEngine {
                     for action in actions { try execute(action, state: PathState(path: path, source: sourceStat, record: nil, mirror: m), summary: &summary) }
                 } catch { report(error, path: path, into: &summary) }
             }
+        }
+        for dir in refix.sorted(by: { $0.depth > $1.depth }) where !isBlocked(dir) {
+            do { try fixDirectory(dir) } catch { report(error, path: dir, into: &summary) }
         }
         // Forget records of paths the scan no longer found (only when nothing was held or blocked).
         for path in scan.staleRecords where records.records[path] != nil {
@@ -199,6 +220,20 @@ public final class SyncEngine {
             change(.remove(path))
         case .skipSpecial:
             summary.skippedSpecial += 1
+        case .renameFrom(let old, let path):
+            guard let s = state.source else { return }
+            do {
+                try mirror.rename(old, to: path)
+            } catch {
+                logger.debug("\(old.escaped) -> \(path.escaped) not renamed (\(error)); copying")
+                return try execute(.copyFile(path), state: state, summary: &summary)
+            }
+            guard let m = try mirror.stat(path) else { return }
+            if m.mode != s.mode { try mirror.setAttributes(path, mode: s.mode, mtime: nil) }
+            change(.remove(old))
+            change(.put(FileRecord(path: path, source: s, mirrorInode: m.inode)))
+            summary.renamed += 1
+            logger.info("renamed \(old.escaped) to \(path.escaped)")
         }
     }
 

@@ -24,6 +24,8 @@ public struct SyncScan: Sendable {
     public var keptFiles = 0
     /// Their total size.
     public var keptBytes: UInt64 = 0
+    /// Renames paired by identity (vanished path → new path).
+    public var renames = 0
     /// Special files met (FIFOs, sockets, devices).
     public var specialFiles: [RelativePath] = []
     /// Source paths visited that had a record.
@@ -57,6 +59,7 @@ public struct TreeScanner {
         let sourceStat = try source.stat(scope)
         let mirrorStat = try mirror.stat(scope)
         try scanPath(scope, source: sourceStat, mirror: mirrorStat, into: &scan, collect: collectRemovedPaths)
+        pairRenames(&scan)
         if scan.visitedRecords.count < records.records.count {
             scan.staleRecords = records.records.keys.filter { $0.isWithin(scope) && !scan.visitedRecords.contains($0) }
         }
@@ -133,6 +136,36 @@ public struct TreeScanner {
             try scanPath(child, source: cs, mirror: cm, into: &scan, collect: collect)
         }
         scan.steps.append(.finishDirectory(path, source: s))
+    }
+
+    /// Turns (vanished path, new path) pairs whose identity is certain into renames:
+    /// the new path's copy becomes `.renameFrom`, the vanished path's removal goes.
+    func pairRenames(_ scan: inout SyncScan) {
+        var vanished: [UInt64: [(index: Int, record: FileRecord)]] = [:]
+        var fresh: [(index: Int, stat: FileStat, path: RelativePath)] = []
+        for (i, step) in scan.steps.enumerated() {
+            guard case .path(let state, let actions, _) = step else { continue }
+            if state.source == nil, let r = state.record, r.kind == .regular, r.birthTime != nil,
+               let m = state.mirror, m.kind == .regular, m.inode == r.mirrorInode, actions.contains(.remove(state.path)) {
+                vanished[r.inode, default: []].append((i, r))
+            } else if let s = state.source, s.kind == .regular, s.birthTime != nil, state.record == nil, state.mirror == nil,
+                      actions == [.copyFile(state.path)] {
+                fresh.append((i, s, state.path))
+            }
+        }
+        guard !vanished.isEmpty, !fresh.isEmpty else { return }
+        for candidate in fresh {
+            guard var list = vanished[candidate.stat.inode],
+                  let k = list.firstIndex(where: { $0.record.isCertainlySameObject(as: candidate.stat) }) else { continue }
+            let old = list.remove(at: k)
+            vanished[candidate.stat.inode] = list
+            guard case .path(let newState, _, _) = scan.steps[candidate.index],
+                  case .path(let oldState, _, let removed) = scan.steps[old.index] else { continue }
+            scan.steps[candidate.index] = .path(newState, [.renameFrom(old.record.path, to: candidate.path)], removedEntries: 0)
+            scan.steps[old.index] = .path(oldState, [], removedEntries: 0)
+            scan.deletions -= removed
+            scan.renames += 1
+        }
     }
 
     /// The mirror paths below a directory, sorted.

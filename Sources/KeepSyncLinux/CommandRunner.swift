@@ -198,6 +198,7 @@ public struct CommandRunner {
 
     func describe(_ s: SyncSummary) -> String {
         var parts = ["\(s.copiedFiles) file\(s.copiedFiles == 1 ? "" : "s") copied (\(s.copiedBytes) bytes)"]
+        if s.renamed > 0 { parts.append("\(s.renamed) renamed") }
         if s.createdDirectories > 0 { parts.append("\(s.createdDirectories) directories created") }
         if s.createdLinks > 0 { parts.append("\(s.createdLinks) links made") }
         if s.removedEntries > 0 { parts.append("\(s.removedEntries) removed") }

@@ -5,6 +5,24 @@
 #include <sys/types.h>
 #include <sys/stat.h>
 
+/* The fields keepsync reads from statx, flattened. */
+struct ks_stat {
+    uint32_t mode;
+    uint64_t size;
+    int64_t mtime_sec;
+    uint32_t mtime_nsec;
+    int64_t ctime_sec;
+    uint32_t ctime_nsec;
+    uint64_t dev;
+    uint64_t ino;
+    int64_t btime_sec;
+    uint32_t btime_nsec;
+    int has_btime;
+};
+
+/* statx of dirfd/path without following a final symlink; path "" with fd for fstat. */
+int ks_statx(int dirfd, const char *path, int empty_path, struct ks_stat *out);
+
 /* Thin wrappers for calls and constants Glibc's Swift overlay hides. No logic. */
 
 int ks_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);

@@ -15,8 +15,8 @@ struct FileDescriptor: Sendable, Hashable {
 
     /// `fstat`.
     func stat() throws(Errno) -> FileStat {
-        var st = Glibc.stat()
-        _ = try valueOrErrno { fstat(rawValue, &st) }
+        var st = ks_stat()
+        _ = try valueOrErrno { ks_statx(rawValue, "", 1, &st) }
         return FileStat(st)
     }
 
@@ -96,6 +96,23 @@ struct FileDescriptor: Sendable, Hashable {
 }
 
 extension FileStat {
+    /// Converts the shim's flattened statx.
+    init(_ st: ks_stat) {
+        let fmt = mode_t(st.mode) & S_IFMT
+        let kind: FileKind
+        switch fmt {
+        case S_IFREG: kind = .regular
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .symlink
+        default: kind = .special
+        }
+        self.init(kind: kind, mode: st.mode & 0o7777, size: st.size,
+                  mtime: Timespec(seconds: st.mtime_sec, nanoseconds: Int64(st.mtime_nsec)),
+                  ctime: Timespec(seconds: st.ctime_sec, nanoseconds: Int64(st.ctime_nsec)),
+                  device: st.dev, inode: st.ino,
+                  birthTime: st.has_btime != 0 ? Timespec(seconds: st.btime_sec, nanoseconds: Int64(st.btime_nsec)) : nil)
+    }
+
     /// Converts a Glibc `stat`.
     init(_ st: Glibc.stat) {
         let fmt = st.st_mode & S_IFMT

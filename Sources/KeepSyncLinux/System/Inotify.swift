@@ -1,4 +1,5 @@
 import Glibc
+import KeepSyncCore
 
 /// The calls the inotify watcher needs: the inotify instance, `poll`, a wake pipe and a
 /// typed directory listing. Thin wrappers, no policy.
@@ -66,6 +67,16 @@ enum Inotify {
     /// True when `/proc/self/fd` is available.
     static var hasProcFileDescriptors: Bool {
         withCPath(Array("/proc/self/fd".utf8)) { access($0, F_OK) == 0 }
+    }
+
+    /// The current `fs.inotify.max_user_watches`, when readable.
+    static func maxUserWatches() -> Int? {
+        guard let fd = try? Sys.open(.currentDirectory, Array("/proc/sys/fs/inotify/max_user_watches".utf8), O_RDONLY) else {
+            return nil
+        }
+        defer { fd.close() }
+        guard let bytes = try? fd.readAll() else { return nil }
+        return Int(String(decoding: bytes.filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self))
     }
 
     /// `inotify_rm_watch`; errors (a watch already gone) are ignored.

@@ -32,10 +32,10 @@ enum Sys {
 
     /// `fstatat` without following a final symlink; nil when the name does not exist.
     static func lstat(_ dir: FileDescriptor, _ name: [UInt8]) throws(Errno) -> FileStat? {
-        var st = Glibc.stat()
+        var st = ks_stat()
         do throws(Errno) {
             _ = try withCPath(name) { (p) throws(Errno) -> Int32 in
-                try valueOrErrno { fstatat(dir.rawValue, p, &st, AT_SYMLINK_NOFOLLOW) }
+                try valueOrErrno { ks_statx(dir.rawValue, p, 0, &st) }
             }
         } catch {
             if error == .noSuchFileOrDirectory || error == .notDirectory { return nil }
