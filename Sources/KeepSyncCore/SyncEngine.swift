@@ -10,6 +10,8 @@ public struct SyncOptions: Sendable {
     public var allowMassDelete: Bool
     /// Paths never compared, copied or deleted.
     public var excludes: ExcludeMatcher
+    /// Remove leftover temp files no record claims (off while copies are in flight).
+    public var sweepTemporaryFiles = true
 
     /// Options.
     public init(deleteEnabled: Bool = true, compareContent: Bool = false, maxDeletePercent: Int = 50,

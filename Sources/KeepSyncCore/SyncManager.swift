@@ -218,6 +218,11 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         for path in due {
             // A due directory's scan covers the due paths below it.
             if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }
+            // Copies still running below it would race a removal: wait for them.
+            if inFlight.keys.contains(where: { $0 != path && $0.isWithin(path) }) {
+                pending[path] = Pending(first: now, deadline: now.advanced(by: timing.settle))
+                continue
+            }
             process(path)
             last = path
         }
@@ -226,6 +231,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// A full pass: scan everything, brake on, apply, copy.
     public func fullResync() {
+        engine.options.sweepTemporaryFiles = inFlight.isEmpty
         if let problem = rootCheck?(engine.records.records.count - (engine.records.records[.root] == nil ? 0 : 1)) {
             rootLost = problem
             errors[.root] = problem
@@ -261,6 +267,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         var options = engine.options
         let saved = options
         options.allowMassDelete = true
+        options.sweepTemporaryFiles = inFlight.isEmpty
         engine.options = options
         defer { engine.options = saved }
         do {

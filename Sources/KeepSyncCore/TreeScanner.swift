@@ -130,7 +130,7 @@ public struct TreeScanner {
             if cm != nil { scan.mirrorEntries += 1 }
             if cs == nil, TemporaryName.matches(name), records.records[child] == nil {
                 scan.mirrorEntries -= 1
-                scan.steps.append(.removeTemporary(child))
+                if options.sweepTemporaryFiles { scan.steps.append(.removeTemporary(child)) }
                 continue
             }
             try scanPath(child, source: cs, mirror: cm, into: &scan, collect: collect)

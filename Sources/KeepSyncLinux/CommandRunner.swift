@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
 import KeepSyncCore
+import Synchronization
 
 /// Carries out one invocation of the `keepsync` command: resolves configuration and
 /// paths, takes the lock, wires the production seams and reports. Returns the exit code.
-public struct CommandRunner {
+public struct CommandRunner: Sendable {
     let arguments: [[UInt8]]
     let environment: [String: String]
 
@@ -57,7 +58,9 @@ public struct CommandRunner {
                 return try check(try settings(invocation), foreground: foreground)
             case .status:
                 return try status(try settings(invocation))
-            case .run, .serviceInstall, .serviceUninstall:
+            case .run:
+                return try runAgent(try settings(invocation), foreground: foreground)
+            case .serviceInstall, .serviceUninstall:
                 throw KeepSyncError(.configuration, "this command is not available yet in this build")
             }
         } catch let error as KeepSyncError {
@@ -217,6 +220,27 @@ public struct CommandRunner {
             lastFullSync: summary == nil ? nil : LogSink.utcTimestamp(), heldDeletes: summary?.heldDeletes ?? 0,
             errors: extraErrors + (summary?.errors ?? []).map { (path: ($0.path ?? .root).escaped, message: $0.message) })
         try? HostPaths.writeAtomically(settings.state + Array("/status.json".utf8), Array(report.json.utf8))
+    }
+
+    // MARK: run
+
+    func runAgent(_ settings: Settings, foreground: Bool) throws -> ExitCode {
+        let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground)
+        let runner = self
+        let invocation = settings.invocation
+        let agent = Agent(settings: settings, logger: logger,
+                          reload: { try runner.settings(invocation) },
+                          makeWatcher: { path, logger in InotifyWatcher(rootPath: path, logger: logger) })
+        let outcome = Mutex<Result<ExitCode, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let result: Result<ExitCode, any Error>
+            do { result = .success(try await agent.run()) } catch { result = .failure(error) }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
     }
 
     // MARK: check
