@@ -213,7 +213,7 @@ public final class SyncEngine {
             try mirror.remove(path)
             summary.removedEntries += 1
             logger.info("removed \(path.escaped)")
-            for p in records.records.keys where p.isWithin(path) && p != path { change(.remove(p)) }
+            for p in records.records.keys where p.isWithin(path) { change(.remove(p)) }
         case .setAttributes(let path, let mode, let mtime):
             try mirror.setAttributes(path, mode: mode, mtime: mtime)
         case .updateRecord(let record):

@@ -282,9 +282,16 @@ public final class InMemoryTree: FileAccessorProviding {
         try state.withLock { s in
             guard s.nodes[from] != nil else { throw KeepSyncError(.notFound, "renameat: no such file", path: from) }
             try requireDirectory(s, to.parent)
-            if let existing = s.nodes[to], existing.kind == .directory,
-               s.nodes.keys.contains(where: { $0 != to && $0.isWithin(to) }) {
-                throw KeepSyncError(.conflict, "renameat: Directory not empty", path: to)
+            if let existing = s.nodes[to], let moving = s.nodes[from], existing.inode != moving.inode {
+                if existing.kind == .directory && moving.kind != .directory {
+                    throw KeepSyncError(.conflict, "renameat: Is a directory", path: to)
+                }
+                if existing.kind != .directory && moving.kind == .directory {
+                    throw KeepSyncError(.notFound, "renameat: Not a directory", path: to)
+                }
+                if existing.kind == .directory, s.nodes.keys.contains(where: { $0 != to && $0.isWithin(to) }) {
+                    throw KeepSyncError(.conflict, "renameat: Directory not empty", path: to)
+                }
             }
             s.nodes = s.nodes.filter { !$0.key.isWithin(to) }
             var moved: [RelativePath: Node] = [:]
