@@ -800,9 +800,8 @@ struct SyncEngineTests {
         }
     }
 
-    // BUG: SyncEngine.execute(.remove) forgets the records *below* the removed path but not the
-    // record of the path itself, so when a type change's second step (copy, mkdir, link) fails
-    // the record still claims the removed object and its mirror inode.
+    // Regression: a type change whose second step (copy, mkdir, link) failed used to leave
+    // the path's own record claiming the removed object and its mirror inode.
     @Test("a type change whose second step fails leaves no record of the removed object",
           arguments: FailedFlip.allCases)
     func typeChangeWithFailedWrite(flip: FailedFlip) throws {

@@ -624,9 +624,8 @@ struct FileTreeContractTests {
         Self.expectError(.notFound, "rename of a missing path") { try f.mirror.rename(Self.p("missing"), to: Self.p("z")) }
     }
 
-    // BUG (fake): InMemoryTree.rename replaces an empty directory with a file, and a file with
-    // a directory; renameat(2) refuses both (EISDIR, ENOTDIR), so the fake is more lenient than
-    // the real mirror.
+    // Regression (fake): InMemoryTree.rename used to replace an empty directory with a file
+    // and a file with a directory, which renameat(2) refuses (EISDIR, ENOTDIR).
     @Test("rename never replaces a directory with a file or a file with a directory", arguments: Kind.allCases)
     func renameAcrossKinds(kind: Kind) throws {
         let f = try Fixture(kind)
