@@ -71,4 +71,6 @@ public protocol WatcherProviding: Sendable {
     func start(excluding excludes: ExcludeMatcher) throws -> AsyncStream<WatchEvent>
     /// Stops watching and ends the stream.
     func stop()
+    /// Directories that could not be watched (inotify's watch limit).
+    var unwatchedDirectories: Int { get }
 }

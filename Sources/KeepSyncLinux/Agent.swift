@@ -11,6 +11,9 @@ actor Agent {
     let reload: @Sendable () throws -> CommandRunner.Settings
     let makeWatcher: @Sendable ([UInt8], Logger) -> any WatcherProviding
     let logger: Logger
+    let notifier: SystemdNotifier
+    var readySent = false
+    var lastNotifiedStatus = ""
     let cancellation = CancellationFlag()
     var manager: SyncManager<ContinuousClock>?
     var watcher: (any WatcherProviding)?
@@ -22,11 +25,12 @@ actor Agent {
     var lastStatusWrite = ContinuousClock.now - .seconds(10)
     var rootProblem: String?
 
-    init(settings: CommandRunner.Settings, logger: Logger,
+    init(settings: CommandRunner.Settings, logger: Logger, notifier: SystemdNotifier,
          reload: @escaping @Sendable () throws -> CommandRunner.Settings,
          makeWatcher: @escaping @Sendable ([UInt8], Logger) -> any WatcherProviding) {
         self.settings = settings
         self.logger = logger
+        self.notifier = notifier
         self.reload = reload
         self.makeWatcher = makeWatcher
     }
@@ -68,6 +72,8 @@ actor Agent {
         let signals = SignalSource { number in Task { await self.handle(signal: number) } }
         defer { signals.cancel() }
         let statusTask = Task { await self.statusLoop() }
+        let watchdogTask = Task { await self.watchdogLoop() }
+        defer { watchdogTask.cancel() }
 
         while !stopRequested {
             try await runGeneration(store: store, records: records)
@@ -76,6 +82,7 @@ actor Agent {
             // The root vanished or was replaced: wait for the recorded one to come back.
             state = "error"
             writeStatus(state: "error", snapshot: nil, extraErrors: [(".", problem)], force: true)
+            notify(status: "paused: \(problem)")
             logger.error("\(problem); mirroring paused until it is back")
             while !stopRequested, checkRoot(recordedEntries: 1, identity: records.root) != nil {
                 try? await Task.sleep(for: .milliseconds(500))
@@ -87,6 +94,7 @@ actor Agent {
         }
         statusTask.cancel()
         if let manager { try? await manager.compactRecords() }
+        notifier.stopping()
         state = "stopped"
         await writeStatusNow(force: true)
         logger.info("stopped")
@@ -149,6 +157,7 @@ actor Agent {
         case SIGTERM, SIGINT:
             logger.info("\(number == SIGTERM ? "SIGTERM" : "SIGINT"): stopping")
             stopRequested = true
+            notifier.stopping()
             cancellation.set()
             watcher?.stop()
             await manager?.stop()
@@ -158,6 +167,8 @@ actor Agent {
     }
 
     func reloadConfiguration() async {
+        notifier.reloading()
+        defer { notifier.ready() }
         let fresh: CommandRunner.Settings
         do { fresh = try reload() } catch {
             logger.error("configuration not reloaded, keeping the old one: \((error as? KeepSyncError)?.description ?? "\(error)")")
@@ -205,10 +216,56 @@ actor Agent {
         }
         if state == "syncing", seenPasses > 0, snapshot.pending == 0 {
             state = "watching"
-            logger.info("initial sync done: \(snapshot.files) files, watching")
+            logger.info("initial sync done: \(snapshot.files) file\(snapshot.files == 1 ? "" : "s"), watching")
         }
         let current = state == "watching" && snapshot.resyncing ? "syncing" : state
-        writeStatus(state: current, snapshot: snapshot, extraErrors: [], force: force)
+        var extra: [(String, String)] = []
+        if let unwatched = watcher?.unwatchedDirectories, unwatched > 0 {
+            extra.append((".", "watch limit reached: \(unwatched) directories are not watched (rescanned every 30 s); raise it with sysctl fs.inotify.max_user_watches=N"))
+        }
+        writeStatus(state: current, snapshot: snapshot, extraErrors: extra, force: force)
+        var line: String
+        switch current {
+        case "watching": line = "watching \(Agent.grouped(snapshot.files)) files, \(snapshot.pending) pending"
+        case "syncing": line = seenPasses == 0 ? "initial sync: \(Agent.grouped(snapshot.copiedFiles)) files copied, \(snapshot.pending) pending" : "resyncing, \(snapshot.pending) pending"
+        default: line = current
+        }
+        if !snapshot.errors.isEmpty { line += ", \(snapshot.errors.count) errors" }
+        if snapshot.heldDeletes > 0 { line += ", \(snapshot.heldDeletes) deletions held" }
+        if current == "watching" && !readySent {
+            readySent = true
+            lastNotifiedStatus = line
+            notifier.ready(status: line)
+        } else {
+            notify(status: line)
+        }
+    }
+
+    func notify(status line: String) {
+        guard line != lastNotifiedStatus else { return }
+        lastNotifiedStatus = line
+        notifier.status(line)
+    }
+
+    /// 12,345 style numbers.
+    static func grouped(_ n: Int) -> String {
+        let digits = Array(String(n))
+        var out = ""
+        for (i, d) in digits.enumerated() {
+            if i > 0 && (digits.count - i) % 3 == 0 { out.append(",") }
+            out.append(d)
+        }
+        return out
+    }
+
+    /// WATCHDOG=1 every half of WATCHDOG_USEC, only while the SyncManager answers.
+    func watchdogLoop() async {
+        guard let interval = notifier.watchdogInterval else { return }
+        while !Task.isCancelled {
+            if let manager { _ = await manager.snapshot() }
+            notifier.watchdog()
+            try? await Task.sleep(for: interval)
+        }
     }
 
     func writeStatus(state: String, snapshot: SyncManager<ContinuousClock>.Snapshot?, extraErrors: [(String, String)], force: Bool) {

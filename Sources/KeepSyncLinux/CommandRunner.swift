@@ -228,7 +228,7 @@ public struct CommandRunner: Sendable {
         let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground)
         let runner = self
         let invocation = settings.invocation
-        let agent = Agent(settings: settings, logger: logger,
+        let agent = Agent(settings: settings, logger: logger, notifier: SystemdNotifier(environment: environment),
                           reload: { try runner.settings(invocation) },
                           makeWatcher: { path, logger in InotifyWatcher(rootPath: path, logger: logger) })
         let outcome = Mutex<Result<ExitCode, any Error>?>(nil)
