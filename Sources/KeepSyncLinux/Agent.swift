@@ -94,7 +94,7 @@ actor Agent {
         }
         statusTask.cancel()
         if let manager { try? await manager.compactRecords() }
-        notifier.stopping()
+        if !stopRequested { notifier.stopping() }
         state = "stopped"
         await writeStatusNow(force: true)
         logger.info("stopped")
@@ -227,7 +227,7 @@ actor Agent {
         var line: String
         switch current {
         case "watching": line = "watching \(Agent.grouped(snapshot.files)) files, \(snapshot.pending) pending"
-        case "syncing": line = seenPasses == 0 ? "initial sync: \(Agent.grouped(snapshot.copiedFiles)) files copied, \(snapshot.pending) pending" : "resyncing, \(snapshot.pending) pending"
+        case "syncing": line = !readySent ? "initial sync: \(Agent.grouped(snapshot.copiedFiles)) files copied, \(snapshot.pending) pending" : "resyncing, \(snapshot.pending) pending"
         default: line = current
         }
         if !snapshot.errors.isEmpty { line += ", \(snapshot.errors.count) errors" }
