@@ -60,8 +60,10 @@ public struct CommandRunner: Sendable {
                 return try status(try settings(invocation))
             case .run:
                 return try runAgent(try settings(invocation), foreground: foreground)
-            case .serviceInstall, .serviceUninstall:
-                throw KeepSyncError(.configuration, "this command is not available yet in this build")
+            case .serviceInstall:
+                return try ServiceInstaller(invocation: invocation, environment: environment, home: home).install()
+            case .serviceUninstall:
+                return try ServiceInstaller(invocation: invocation, environment: environment, home: home).uninstall()
             }
         } catch let error as KeepSyncError {
             fail(error, foreground: foreground)

@@ -757,7 +757,7 @@ extension InotifyWatcher {
         }
 
         /// Watches an opened directory and lists it. Nil (the caller closes `fd`) when it
-        /// is already watched elsewhere, part of a loop, or cannot be watched.
+        /// was seen already in this walk, loops back to an ancestor, or cannot be watched.
         private func enter(_ fd: FileDescriptor, parent: Node, name: [UInt8], path: RelativePath, emit: Bool) -> Frame? {
             guard let stat = try? fd.stat() else { return nil }
             let identity = Identity(device: stat.device, inode: stat.inode)
@@ -771,13 +771,21 @@ extension InotifyWatcher {
             }
             let node: Node
             if let wd, let existing = watches[wd] {
-                guard reached != nil, !(reached!.contains(ObjectIdentifier(existing))) else {
-                    // Watched already (a bind mount, or a move not yet processed): keep that place.
-                    logger.debug("inotify: \(path.escaped) is already watched as \(existing.path.escaped)")
-                    return nil
+                // The directory is watched under another path: a move whose events are not
+                // processed yet (or never came, when the target was not watched in time).
+                // It is here now, so its node (and subtree) moves here; a MOVED_FROM still
+                // pending for the old place then leaves it alone.
+                var ancestor: Node? = parent
+                while let a = ancestor {
+                    if a === existing {
+                        logger.debug("inotify: \(path.escaped) loops back to \(existing.path.escaped); not followed")
+                        return nil
+                    }
+                    ancestor = a.parent
                 }
                 move(existing, to: parent, name: name)
-                existing.children = [:]
+                // A reconciling walk rebuilds the children; a new-directory walk re-finds them.
+                if reached != nil { existing.children = [:] }
                 existing.identity = identity
                 node = existing
             } else {
