@@ -66,6 +66,8 @@ public final class SyncEngine {
     var pendingChanges: [RecordChange] = []
     var storeError: (any Error)?
     var deferCopies = false
+    /// Called after each file this engine copies itself, with its size.
+    public var onCopy: ((UInt64) -> Void)?
     /// Batch size for record appends.
     static let batchSize = 1024
 
@@ -199,6 +201,7 @@ public final class SyncEngine {
                 recordCopy(result)
                 summary.copiedFiles += 1
                 summary.copiedBytes += result.installed.size
+                onCopy?(result.installed.size)
             }
         case .makeDirectory(let path, let mode):
             let st = try mirror.makeDirectory(path, mode: mode)

@@ -64,6 +64,18 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         public var copiedFiles: Int
         /// Bytes copied since start.
         public var copiedBytes: UInt64
+        /// Files and bytes the last full pass planned to copy.
+        public var passPlanned: (files: Int, bytes: UInt64) = (0, 0)
+        /// Files and bytes copied since the last full pass began.
+        public var passCopied: (files: Int, bytes: UInt64) = (0, 0)
+
+        /// Compares the counters.
+        public static func == (a: Snapshot, b: Snapshot) -> Bool {
+            a.pending == b.pending && a.errors == b.errors && a.files == b.files && a.bytes == b.bytes
+                && a.heldDeletes == b.heldDeletes && a.fullPasses == b.fullPasses && a.resyncing == b.resyncing
+                && a.copiedFiles == b.copiedFiles && a.copiedBytes == b.copiedBytes
+                && a.passPlanned == b.passPlanned && a.passCopied == b.passCopied
+        }
     }
 
     struct Pending {
@@ -93,6 +105,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var resyncing = false
     var copiedFiles = 0
     var copiedBytes: UInt64 = 0
+    var passPlanned: (files: Int, bytes: UInt64) = (0, 0)
+    var passCopied: (files: Int, bytes: UInt64) = (0, 0)
     var unflushed = 0
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
     var wakeContinuation: CheckedContinuation<Void, Never>?
@@ -245,6 +259,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         let options = engine.options
         do {
             let scan = try engine.scan(.root)
+            passPlanned = scan.plannedCopies
+            passCopied = (0, 0)
             let summary = engine.apply(scan, deferCopies: true)
             heldDeletes = summary.heldDeletes
             if summary.heldDeletes > 0 {
@@ -336,6 +352,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
                 engine.recordCopy(copied)
                 copiedFiles += 1
                 copiedBytes += copied.installed.size
+                passCopied.files += 1
+                passCopied.bytes += copied.installed.size
                 unflushed += 1
             }
         case .failure(let error):
@@ -398,7 +416,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         }
         return Snapshot(pending: pending.count + copyQueue.count + inFlight.count, errors: errors, files: files, bytes: bytes,
                         heldDeletes: heldDeletes, fullPasses: fullPasses, resyncing: resyncing,
-                        copiedFiles: copiedFiles, copiedBytes: copiedBytes)
+                        copiedFiles: copiedFiles, copiedBytes: copiedBytes, passPlanned: passPlanned, passCopied: passCopied)
     }
 
     // MARK: Driving

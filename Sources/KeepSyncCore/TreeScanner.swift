@@ -24,6 +24,19 @@ public struct SyncScan: Sendable {
     public var keptFiles = 0
     /// Their total size.
     public var keptBytes: UInt64 = 0
+    /// Files the steps would copy, and their total size.
+    public var plannedCopies: (files: Int, bytes: UInt64) {
+        var files = 0
+        var bytes: UInt64 = 0
+        for step in steps {
+            if case .path(let state, let actions, _) = step, actions.contains(.copyFile(state.path)) {
+                files += 1
+                bytes += state.source?.size ?? 0
+            }
+        }
+        return (files, bytes)
+    }
+
     /// Renames paired by identity (vanished path → new path).
     public var renames = 0
     /// Special files met (FIFOs, sockets, devices).

@@ -12,6 +12,8 @@ actor Agent {
     let makeWatcher: @Sendable ([UInt8], Logger) -> any WatcherProviding
     let logger: Logger
     let notifier: SystemdNotifier
+    let progress: TerminalProgress
+    let startedAt = ContinuousClock.now
     var readySent = false
     var lastNotifiedStatus = ""
     let cancellation = CancellationFlag()
@@ -25,12 +27,13 @@ actor Agent {
     var lastStatusWrite = ContinuousClock.now - .seconds(10)
     var rootProblem: String?
 
-    init(settings: CommandRunner.Settings, logger: Logger, notifier: SystemdNotifier,
+    init(settings: CommandRunner.Settings, logger: Logger, notifier: SystemdNotifier, progress: TerminalProgress,
          reload: @escaping @Sendable () throws -> CommandRunner.Settings,
          makeWatcher: @escaping @Sendable ([UInt8], Logger) -> any WatcherProviding) {
         self.settings = settings
         self.logger = logger
         self.notifier = notifier
+        self.progress = progress
         self.reload = reload
         self.makeWatcher = makeWatcher
     }
@@ -97,7 +100,12 @@ actor Agent {
         if !stopRequested { notifier.stopping() }
         state = "stopped"
         await writeStatusNow(force: true)
-        logger.info("stopped")
+        if let snapshot = await manager?.snapshot() {
+            let elapsed = (ContinuousClock.now - startedAt).components.seconds
+            logger.info("stopped after \(elapsed)s: \(snapshot.copiedFiles) files copied (\(StatusText.humanBytes(snapshot.copiedBytes))), mirror holds \(snapshot.files) files, \(snapshot.errors.count) errors")
+        } else {
+            logger.info("stopped")
+        }
         return .success
     }
 
@@ -214,8 +222,16 @@ actor Agent {
             seenPasses = snapshot.fullPasses
             lastFullSync = LogSink.utcTimestamp()
         }
+        if state == "syncing", !readySent, progress.isActive, snapshot.passPlanned.files > 0 {
+            let elapsed = ContinuousClock.now - startedAt
+            progress.update(TerminalProgress.describe(
+                files: snapshot.passCopied.files, totalFiles: snapshot.passPlanned.files, bytes: snapshot.passCopied.bytes,
+                totalBytes: snapshot.passPlanned.bytes,
+                seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+        }
         if state == "syncing", seenPasses > 0, snapshot.pending == 0 {
             state = "watching"
+            progress.finish()
             logger.info("initial sync done: \(snapshot.files) file\(snapshot.files == 1 ? "" : "s"), watching")
         }
         let current = state == "watching" && snapshot.resyncing ? "syncing" : state

@@ -148,7 +148,8 @@ public struct CommandRunner: Sendable {
     // MARK: sync
 
     func sync(_ settings: Settings, foreground: Bool) throws -> ExitCode {
-        let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground)
+        let progress = TerminalProgress(enabled: foreground)
+        let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
         try HostPaths.makeDirectories(settings.state, mode: 0o700)
         let lock = try StateLock(stateDirectory: settings.state)
         defer { lock.release() }
@@ -183,7 +184,25 @@ public struct CommandRunner: Sendable {
         let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
                                 options: settings.options, logger: logger)
         let scan = try engine.scan(.root)
+        let planned = scan.plannedCopies
+        let started = ContinuousClock.now
+        if progress.isActive && planned.files > 0 {
+            var done = (files: 0, bytes: UInt64(0))
+            var drawn = started - .seconds(1)
+            engine.onCopy = { bytes in
+                done.files += 1
+                done.bytes += bytes
+                let now = ContinuousClock.now
+                guard now - drawn >= .milliseconds(100) else { return }
+                drawn = now
+                let elapsed = now - started
+                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                progress.update(TerminalProgress.describe(files: done.files, totalFiles: planned.files, bytes: done.bytes,
+                                                          totalBytes: planned.bytes, seconds: seconds))
+            }
+        }
         let summary = engine.apply(scan)
+        progress.finish()
         try engine.recordRoot(RootIdentity(device: opened.device, inode: opened.inode))
         if summary != SyncSummary() || records.wasDamaged { try store.compact(engine.records) }
         let held = summary.heldDeletes
@@ -202,7 +221,7 @@ public struct CommandRunner: Sendable {
     }
 
     func describe(_ s: SyncSummary) -> String {
-        var parts = ["\(s.copiedFiles) file\(s.copiedFiles == 1 ? "" : "s") copied (\(s.copiedBytes) bytes)"]
+        var parts = ["\(s.copiedFiles) file\(s.copiedFiles == 1 ? "" : "s") copied (\(StatusText.humanBytes(s.copiedBytes)))"]
         if s.renamed > 0 { parts.append("\(s.renamed) renamed") }
         if s.createdDirectories > 0 { parts.append("\(s.createdDirectories) directories created") }
         if s.createdLinks > 0 { parts.append("\(s.createdLinks) links made") }
@@ -227,10 +246,11 @@ public struct CommandRunner: Sendable {
     // MARK: run
 
     func runAgent(_ settings: Settings, foreground: Bool) throws -> ExitCode {
-        let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground)
+        let progress = TerminalProgress(enabled: foreground)
+        let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
         let runner = self
         let invocation = settings.invocation
-        let agent = Agent(settings: settings, logger: logger, notifier: SystemdNotifier(environment: environment),
+        let agent = Agent(settings: settings, logger: logger, notifier: SystemdNotifier(environment: environment), progress: progress,
                           reload: { try runner.settings(invocation) },
                           makeWatcher: { path, logger in InotifyWatcher(rootPath: path, logger: logger) })
         let outcome = Mutex<Result<ExitCode, any Error>?>(nil)

@@ -8,10 +8,11 @@ public enum LogSink {
     public static var stderrIsTerminal: Bool { isatty(2) == 1 }
 
     /// A logger for `level`, in the foreground style when `foreground` is true.
-    public static func logger(level: LogLevel, foreground: Bool) -> Logger {
+    public static func logger(level: LogLevel, foreground: Bool, progress: TerminalProgress? = nil) -> Logger {
         let colour = foreground && stderrIsTerminal
         return Logger(level: level) { lvl, message in
-            write(line(lvl, message, foreground: foreground, colour: colour))
+            let text = line(lvl, message, foreground: foreground, colour: colour)
+            if let progress { progress.print(text) } else { write(text) }
         }
     }
 

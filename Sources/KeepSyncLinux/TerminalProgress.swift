@@ -1,0 +1,59 @@
+import Glibc
+import KeepSyncCore
+import Synchronization
+
+/// The single live progress line on a terminal's stderr. Log lines written through
+/// `print` clear it first and redraw it after, so the two never interleave. Inactive
+/// (prints lines only) when stderr is not a terminal.
+public final class TerminalProgress: Sendable {
+    private let state = Mutex((line: "", shown: false))
+    /// True when a progress line may be drawn.
+    public let isActive: Bool
+
+    /// A progress line, drawn only when `enabled` and stderr is a terminal.
+    public init(enabled: Bool) {
+        isActive = enabled && isatty(2) == 1
+    }
+
+    /// Writes a log line, keeping the progress line below it.
+    public func print(_ text: String) {
+        state.withLock { s in
+            if s.shown { LogSink.write("\r\u{1B}[K") }
+            LogSink.write(text)
+            if s.shown { LogSink.write(s.line) }
+        }
+    }
+
+    /// Replaces the progress line.
+    public func update(_ line: String) {
+        guard isActive else { return }
+        state.withLock { s in
+            s.line = line
+            s.shown = true
+            LogSink.write("\r\u{1B}[K" + line)
+        }
+    }
+
+    /// Removes the progress line, leaving `summary` (if any) as an ordinary line.
+    public func finish(_ summary: String? = nil) {
+        guard isActive else { return }
+        state.withLock { s in
+            if s.shown { LogSink.write("\r\u{1B}[K") }
+            s.shown = false
+            s.line = ""
+            if let summary { LogSink.write(summary + "\n") }
+        }
+    }
+
+    /// `files 1,234/20,000  bytes 120.0 MiB/511.0 MiB  85.2 MiB/s  ETA 5s`.
+    public static func describe(files: Int, totalFiles: Int, bytes: UInt64, totalBytes: UInt64, seconds: Double) -> String {
+        let rate = seconds > 0 ? Double(bytes) / seconds : 0
+        var text = "syncing: \(files)/\(totalFiles) files, \(StatusText.humanBytes(bytes))/\(StatusText.humanBytes(totalBytes))"
+        if rate > 0 {
+            text += ", \(StatusText.humanBytes(UInt64(rate)))/s"
+            let remaining = Double(totalBytes > bytes ? totalBytes - bytes : 0) / rate
+            text += ", ETA \(Int(remaining.rounded(.up)))s"
+        }
+        return text
+    }
+}
