@@ -39,6 +39,32 @@ public protocol FileAccessorProviding: FileSystemProviding {
     func rename(_ from: RelativePath, to: RelativePath) throws
     /// Sets permission bits and/or modification time of a file or directory.
     func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws
+    /// Group commit, step 1: writes `source` into a temp file next to `path` with its
+    /// mode and mtime, neither durable nor visible yet.
+    func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile
+    /// Makes everything written so far durable (one `syncfs`).
+    func barrier() throws
+    /// Group commit, step 2 (after a barrier): renames a staged file into place.
+    func publish(_ staged: StagedFile) throws -> FileStat
+    /// Removes a staged file's temp file.
+    func discard(_ staged: StagedFile)
+}
+
+/// A copy written to a temp file, waiting for a barrier and its rename.
+public struct StagedFile: Sendable, Equatable {
+    /// Where it goes.
+    public var path: RelativePath
+    /// The temp file's name in the same directory.
+    public var temporaryName: [UInt8]
+    /// The source's stat when it was opened (the version copied).
+    public var source: FileStat
+
+    /// A staged file.
+    public init(path: RelativePath, temporaryName: [UInt8], source: FileStat) {
+        self.path = path
+        self.temporaryName = temporaryName
+        self.source = source
+    }
 }
 
 /// The crash-safe home of the bookmark records.

@@ -70,6 +70,47 @@ public final class SyncEngine {
     public var onCopy: ((UInt64) -> Void)?
     /// Batch size for record appends.
     static let batchSize = 1024
+    /// A group commit's size: at most this many files or bytes.
+    static let groupFiles = 64
+    static let groupBytes: UInt64 = 64 << 20
+    /// Copies waiting for their group commit, and their size.
+    var batch: [RelativePath] = []
+    var batchBytes: UInt64 = 0
+    /// Directory finishes waiting for the batch (their mtimes must follow the renames).
+    var waitingFinishes: [(path: RelativePath, source: FileStat, dirty: Bool)] = []
+
+    /// Commits the batched copies, records them, then runs the waiting directory finishes.
+    func commitBatch(_ summary: inout SyncSummary) {
+        let paths = batch
+        batch.removeAll(keepingCapacity: true)
+        batchBytes = 0
+        for (path, result) in SyncEngine.copyFiles(paths, source: source, mirror: mirror, logger: logger) {
+            switch result {
+            case .success(let copied?):
+                recordCopy(copied)
+                summary.copiedFiles += 1
+                summary.copiedBytes += copied.installed.size
+                onCopy?(copied.installed.size)
+            case .success(nil):
+                break
+            case .failure(let error):
+                report(error, path: path, into: &summary)
+            }
+        }
+        let finishes = waitingFinishes
+        waitingFinishes.removeAll()
+        for f in finishes { finish(f.path, source: f.source, entriesChanged: f.dirty, summary: &summary) }
+    }
+
+    /// Sets a directory's attributes after its entries and records it.
+    func finish(_ path: RelativePath, source sourceStat: FileStat, entriesChanged: Bool, summary: inout SyncSummary) {
+        do {
+            guard let m = try mirror.stat(path), m.kind == .directory else { return }
+            let actions = planner.finishDirectory(path: path, source: sourceStat, mirror: m,
+                                                  record: records.records[path], entriesChanged: entriesChanged)
+            for action in actions { try execute(action, state: PathState(path: path, source: sourceStat, record: nil, mirror: m), summary: &summary) }
+        } catch { report(error, path: path, into: &summary) }
+    }
 
     /// An engine over the given seams with the records already loaded.
     public init(source: any FileSystemProviding, mirror: any FileAccessorProviding, store: any BookmarkStorageProviding,
@@ -169,14 +210,14 @@ public final class SyncEngine {
             case .finishDirectory(let path, let sourceStat):
                 finished.insert(path)
                 if isBlocked(path) || blocked.contains(path) { continue }
-                do {
-                    guard let m = try mirror.stat(path), m.kind == .directory else { continue }
-                    let actions = planner.finishDirectory(path: path, source: sourceStat, mirror: m,
-                                                          record: records.records[path], entriesChanged: dirty.contains(path))
-                    for action in actions { try execute(action, state: PathState(path: path, source: sourceStat, record: nil, mirror: m), summary: &summary) }
-                } catch { report(error, path: path, into: &summary) }
+                if batch.isEmpty {
+                    finish(path, source: sourceStat, entriesChanged: dirty.contains(path), summary: &summary)
+                } else {
+                    waitingFinishes.append((path, sourceStat, dirty.contains(path)))
+                }
             }
         }
+        commitBatch(&summary)
         for dir in refix.sorted(by: { $0.depth > $1.depth }) where !isBlocked(dir) {
             do { try fixDirectory(dir) } catch { report(error, path: dir, into: &summary) }
         }
@@ -197,12 +238,9 @@ public final class SyncEngine {
                 summary.deferredCopies.append(path)
                 return
             }
-            if let result = try SyncEngine.copyFile(path, source: source, mirror: mirror, logger: logger) {
-                recordCopy(result)
-                summary.copiedFiles += 1
-                summary.copiedBytes += result.installed.size
-                onCopy?(result.installed.size)
-            }
+            batch.append(path)
+            batchBytes += state.source?.size ?? 0
+            if batch.count >= SyncEngine.groupFiles || batchBytes >= SyncEngine.groupBytes { commitBatch(&summary) }
         case .makeDirectory(let path, let mode):
             let st = try mirror.makeDirectory(path, mode: mode)
             summary.createdDirectories += 1
@@ -273,6 +311,52 @@ public final class SyncEngine {
                 logger.debug("\(path.escaped) changed during copy; copying again")
             }
         }
+    }
+
+    /// Copies several files with one group commit: stage each, one barrier, then
+    /// rename each whose source is still the version copied; a changed one is copied
+    /// again on its own. A single file takes the plain `install` path. Touches no engine
+    /// state: safe on any thread. Results are in the order of `paths`.
+    public static func copyFiles(_ paths: [RelativePath], source: any FileSystemProviding, mirror: any FileAccessorProviding,
+                                 logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
+        if paths.count == 1 {
+            return [(paths[0], Result { try copyFile(paths[0], source: source, mirror: mirror, logger: logger) })]
+        }
+        var results: [RelativePath: Result<CopyResult?, any Error>] = [:]
+        var staged: [StagedFile] = []
+        for path in paths {
+            do {
+                let file: any SourceFile
+                do { file = try source.open(path) } catch let error as KeepSyncError where error.code == .notFound {
+                    results[path] = .success(nil)
+                    continue
+                }
+                defer { file.close() }
+                staged.append(try mirror.stage(path, from: file))
+            } catch {
+                results[path] = .failure(error)
+            }
+        }
+        if !staged.isEmpty {
+            do {
+                try mirror.barrier()
+                for s in staged {
+                    let now = try? source.stat(s.path)
+                    guard let now, now.sameVersion(as: s.source) else {
+                        mirror.discard(s)
+                        results[s.path] = Result { try copyFile(s.path, source: source, mirror: mirror, logger: logger) }
+                        continue
+                    }
+                    results[s.path] = Result { CopyResult(path: s.path, source: s.source, installed: try mirror.publish(s)) }
+                }
+            } catch {
+                for s in staged where results[s.path] == nil {
+                    mirror.discard(s)
+                    results[s.path] = .failure(error)
+                }
+            }
+        }
+        return paths.map { ($0, results[$0] ?? .success(nil)) }
     }
 
     /// Records a finished copy.
@@ -348,6 +432,8 @@ public final class SyncEngine {
     private func appendPending() {
         guard !pendingChanges.isEmpty else { return }
         do {
+            // Records follow the mirror: what they describe is made durable first.
+            try mirror.barrier()
             try store.apply(pendingChanges)
             pendingChanges.removeAll(keepingCapacity: true)
         } catch {

@@ -98,6 +98,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var queued: Set<RelativePath> = []
     /// Copies running; the flag says the path changed again meanwhile.
     var inFlight: [RelativePath: Bool] = [:]
+    /// Copy work items running.
+    var workers = 0
     var errors: [RelativePath: String] = [:]
     var directoriesToFix: Set<RelativePath> = []
     var heldDeletes = 0
@@ -282,7 +284,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         let scope = nearestMirrorScope(path)
         var options = engine.options
         let saved = options
-        options.allowMassDelete = true
+        // A path that is gone is a deletion seen live: not braked. Deletions a scan of
+        // an existing directory finds below it are, like a full pass's.
+        if (try? source.stat(scope))??.kind != .directory { options.allowMassDelete = true }
         options.sweepTemporaryFiles = inFlight.isEmpty
         engine.options = options
         defer { engine.options = saved }
@@ -325,22 +329,36 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if queued.insert(path).inserted { copyQueue.append(path) }
     }
 
+    /// Starts copy work while workers are free: single files for live events, groups
+    /// (one group commit each) when a full pass queued many.
     func startCopies() {
-        while inFlight.count < executor.limit, !copyQueue.isEmpty, !stopping {
-            let path = copyQueue.removeFirst()
-            queued.remove(path)
-            inFlight[path] = false
+        while workers < executor.limit, !copyQueue.isEmpty, !stopping {
+            let size = copyQueue.count > executor.limit ? min(32, (copyQueue.count + executor.limit - 1) / executor.limit) : 1
+            let group = Array(copyQueue.prefix(size))
+            copyQueue.removeFirst(group.count)
+            for path in group {
+                queued.remove(path)
+                inFlight[path] = false
+            }
+            workers += 1
             let source = self.source, mirror = self.mirror, logger = self.logger
             if executor.isInline {
-                let result = Result { try SyncEngine.copyFile(path, source: source, mirror: mirror, logger: logger) }
-                copyFinished(path, result)
+                copiesFinished(SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger))
                 continue
             }
             executor.run {
-                let result = Result { try SyncEngine.copyFile(path, source: source, mirror: mirror, logger: logger) }
-                Task { await self.copyFinished(path, result) }
+                let results = SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger)
+                Task { await self.copiesFinished(results) }
             }
         }
+    }
+
+    func copiesFinished(_ results: [(path: RelativePath, result: Result<SyncEngine.CopyResult?, any Error>)]) {
+        workers -= 1
+        for (path, result) in results { copyFinished(path, result) }
+        startCopies()
+        if inFlight.isEmpty && copyQueue.isEmpty { finishRound() }
+        signal()
     }
 
     func copyFinished(_ path: RelativePath, _ result: Result<SyncEngine.CopyResult?, any Error>) {
@@ -367,9 +385,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if let parent = path.parent { directoriesToFix.insert(parent) }
         if changedAgain { enqueue(path, now: clock.now, immediately: false) }
         if unflushed >= 256 { flushRecords() }
-        startCopies()
-        if inFlight.isEmpty && copyQueue.isEmpty { finishRound() }
-        signal()
     }
 
     /// Fixes directory attributes, appends records, wakes idle waiters.
@@ -414,7 +429,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             files += 1
             bytes += r.size
         }
-        return Snapshot(pending: pending.count + copyQueue.count + inFlight.count, errors: errors, files: files, bytes: bytes,
+        var queuedPaths = Set(pending.keys)
+        queuedPaths.formUnion(queued)
+        queuedPaths.formUnion(inFlight.keys)
+        return Snapshot(pending: queuedPaths.count, errors: errors, files: files, bytes: bytes,
                         heldDeletes: heldDeletes, fullPasses: fullPasses, resyncing: resyncing,
                         copiedFiles: copiedFiles, copiedBytes: copiedBytes, passPlanned: passPlanned, passCopied: passCopied)
     }

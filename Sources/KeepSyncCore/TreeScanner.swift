@@ -71,6 +71,10 @@ public struct TreeScanner {
         var scan = SyncScan(scope: scope)
         let sourceStat = try source.stat(scope)
         let mirrorStat = try mirror.stat(scope)
+        // An excluded path (or one below an excluded directory) is never touched.
+        if !scope.isRoot, options.excludes.excludes(scope, isDirectory: (sourceStat ?? mirrorStat)?.kind == .directory) {
+            return scan
+        }
         try scanPath(scope, source: sourceStat, mirror: mirrorStat, into: &scan, collect: collectRemovedPaths)
         pairRenames(&scan)
         if scan.visitedRecords.count < records.records.count {

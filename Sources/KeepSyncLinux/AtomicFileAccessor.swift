@@ -64,6 +64,50 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         }
     }
 
+    /// Writes the temp file (data, mode, mtime) without fsync or rename.
+    public func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile {
+        try tree.withParent(path) { parent, _ in
+            let (temp, tempName) = try createTemporary(in: parent, path: path)
+            var kept = false
+            defer {
+                temp.close()
+                if !kept { try? Sys.unlink(parent, tempName, directory: false) }
+            }
+            try checkCancelled(path)
+            try copyData(from: source, to: temp, path: path)
+            do throws(Errno) {
+                try temp.setMode(source.stat.mode)
+                try temp.setModificationTime(source.stat.mtime)
+            } catch { throw error.error("finish temp file", path: path) }
+            kept = true
+            return StagedFile(path: path, temporaryName: tempName, source: source.stat)
+        }
+    }
+
+    /// `syncfs` of the mirror's file system.
+    public func barrier() throws {
+        do throws(Errno) { try tree.root.syncFileSystem() } catch { throw error.error("syncfs") }
+    }
+
+    /// Renames a staged temp file into place.
+    public func publish(_ staged: StagedFile) throws -> FileStat {
+        try tree.withParent(staged.path) { parent, name in
+            do throws(Errno) {
+                try Sys.rename(parent, staged.temporaryName, parent, name)
+                guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
+                return st
+            } catch {
+                try? Sys.unlink(parent, staged.temporaryName, directory: false)
+                throw error.error("renameat", path: staged.path)
+            }
+        }
+    }
+
+    /// Removes a staged temp file.
+    public func discard(_ staged: StagedFile) {
+        try? tree.withParent(staged.path) { parent, _ in try? Sys.unlink(parent, staged.temporaryName, directory: false) }
+    }
+
     /// Creates `.keepsync-tmp-<16 hex>` with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600.
     func createTemporary(in parent: FileDescriptor, path: RelativePath) throws -> (FileDescriptor, [UInt8]) {
         while true {

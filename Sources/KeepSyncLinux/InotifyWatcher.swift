@@ -56,6 +56,9 @@ public final class InotifyWatcher: WatcherProviding {
     /// Directories that could not be watched because of `fs.inotify.max_user_watches`.
     public var unwatchedDirectories: Int { shared.withLock { $0.unwatched } }
 
+    /// Stops a running session.
+    deinit { stop() }
+
     /// Watches the root and every non-excluded directory below it, then returns the stream;
     /// everything that changes after the return is reported. Throws when the root cannot
     /// be watched at all (`.notFound`, `.permissionDenied`, `.watchLimitReached`, …) or
@@ -205,7 +208,9 @@ extension InotifyWatcher {
     /// `start` while the initial watches are added, then the watcher thread alone;
     /// `@unchecked Sendable` only for that single handover to the thread.
     private final class Session: @unchecked Sendable {
-        let watcher: InotifyWatcher
+        /// Weak, so that dropping the watcher without `stop()` still ends the thread (`deinit`).
+        weak var watcher: InotifyWatcher?
+        let rootPath: [UInt8]
         let generation: Int
         let excludes: ExcludeMatcher
         let continuation: AsyncStream<WatchEvent>.Continuation
@@ -249,13 +254,14 @@ extension InotifyWatcher {
         init(watcher: InotifyWatcher, generation: Int, excludes: ExcludeMatcher,
              continuation: AsyncStream<WatchEvent>.Continuation, logger: Logger, interval: Duration) throws {
             self.watcher = watcher
+            self.rootPath = watcher.rootPath
             self.generation = generation
             self.excludes = excludes
             self.continuation = continuation
             self.logger = logger
             self.interval = interval
             self.useProc = Inotify.hasProcFileDescriptors
-            let display = ByteEscaping.escape(watcher.rootPath)
+            let display = ByteEscaping.escape(rootPath)
             do throws(Errno) {
                 inotify = try Inotify.initialize()
             } catch {
@@ -272,7 +278,7 @@ extension InotifyWatcher {
             wakeRead = pipe.read
             wakeWrite = pipe.write
             do throws(Errno) {
-                rootFD = try Sys.open(.currentDirectory, watcher.rootPath, O_RDONLY | O_DIRECTORY)
+                rootFD = try Sys.open(.currentDirectory, rootPath, O_RDONLY | O_DIRECTORY)
             } catch {
                 inotify.close()
                 wakeRead.close()
@@ -291,7 +297,7 @@ extension InotifyWatcher {
 
         /// Watches the root and the tree below it; throws when the root itself cannot be watched.
         private func watchRoot() throws {
-            let display = ByteEscaping.escape(watcher.rootPath)
+            let display = ByteEscaping.escape(rootPath)
             let fd: FileDescriptor
             do throws(Errno) { fd = try Sys.open(rootFD, [0x2E], O_RDONLY | O_DIRECTORY) } catch {
                 throw KeepSyncError(error.code, "cannot watch \(display): open: \(error.text)", errno: error.rawValue)
@@ -426,7 +432,7 @@ extension InotifyWatcher {
         }
 
         private var stopRequested: Bool {
-            watcher.shared.withLock { $0.active != generation }
+            watcher?.shared.withLock { $0.active != generation } ?? true
         }
 
         private func emit(_ event: WatchEvent) {
@@ -436,7 +442,7 @@ extension InotifyWatcher {
         /// Copies the counters where the public properties read them.
         private func publish() {
             let counts = (watches.count, unwatched.count)
-            watcher.shared.withLock { s in
+            watcher?.shared.withLock { s in
                 guard s.active == generation else { return }
                 s.watched = counts.0
                 s.unwatched = counts.1
@@ -468,7 +474,7 @@ extension InotifyWatcher {
         /// Closes the descriptors and ends the stream (on the thread, at its end).
         private func shutdown() {
             close()
-            watcher.shared.withLock { s in
+            watcher?.shared.withLock { s in
                 if s.active == generation {
                     s.active = nil
                     s.continuation = nil
@@ -483,6 +489,10 @@ extension InotifyWatcher {
             inotify.close()
             wakeRead.close()
             rootFD.close()
+            guard let watcher else {
+                wakeWrite.close()  // nobody is left to write to it
+                return
+            }
             watcher.shared.withLock { s in
                 if let wake = s.wake, wake.generation == generation { s.wake = nil }
                 wakeWrite.close()
@@ -559,7 +569,12 @@ extension InotifyWatcher {
                 emit(.moved(from: from.path, to: path))
                 if isDirectory {
                     if let node = from.node, !node.detached {
-                        move(node, to: parent, name: name)
+                        if isAncestor(node, of: parent) {
+                            // Impossible on disk, so the map is out of step: rebuild it.
+                            reconcileReason = reconcileReason ?? "inotify watch map out of step"
+                        } else {
+                            move(node, to: parent, name: name)
+                        }
                     } else {
                         newDirectory(parent: parent, name: name)
                     }
@@ -609,13 +624,23 @@ extension InotifyWatcher {
         private func rootVanished() {
             guard !rootGone else { return }
             rootGone = true
-            logger.error("inotify: the source root \(ByteEscaping.escape(watcher.rootPath)) vanished or moved")
+            logger.error("inotify: the source root \(ByteEscaping.escape(rootPath)) vanished or moved")
             emit(.rescan(reason: "source root vanished"))
         }
 
         // MARK: The tree
 
-        /// Moves a node (and so its subtree) to a new place.
+        /// True when `ancestor` is `node` or lies above it.
+        private func isAncestor(_ ancestor: Node, of node: Node) -> Bool {
+            var current: Node? = node
+            while let n = current {
+                if n === ancestor { return true }
+                current = n.parent
+            }
+            return false
+        }
+
+        /// Moves a node (and so its subtree) to a new place; never below itself.
         private func move(_ node: Node, to parent: Node, name: [UInt8]) {
             if let old = node.parent, old.children[node.name] === node { old.children[node.name] = nil }
             if let existing = parent.children[name], existing !== node { removeSubtree(existing) }
@@ -747,7 +772,7 @@ extension InotifyWatcher {
                 if useProc {
                     return try Inotify.addWatch(inotify, path: Inotify.procPath(fd), mask: Session.mask)
                 }
-                var absolute = watcher.rootPath
+                var absolute = rootPath
                 if !path.isRoot { absolute += [0x2F] + path.bytes }
                 return try Inotify.addWatch(inotify, path: absolute, mask: Session.mask | Inotify.dontFollow)
             } catch {
@@ -775,13 +800,9 @@ extension InotifyWatcher {
                 // processed yet (or never came, when the target was not watched in time).
                 // It is here now, so its node (and subtree) moves here; a MOVED_FROM still
                 // pending for the old place then leaves it alone.
-                var ancestor: Node? = parent
-                while let a = ancestor {
-                    if a === existing {
-                        logger.debug("inotify: \(path.escaped) loops back to \(existing.path.escaped); not followed")
-                        return nil
-                    }
-                    ancestor = a.parent
+                if isAncestor(existing, of: parent) {
+                    logger.debug("inotify: \(path.escaped) loops back to \(existing.path.escaped); not followed")
+                    return nil
                 }
                 move(existing, to: parent, name: name)
                 // A reconciling walk rebuilds the children; a new-directory walk re-finds them.

@@ -41,6 +41,8 @@ public final class InMemoryTree: FileAccessorProviding {
         case open
         /// `list`.
         case list
+        /// `barrier`.
+        case barrier
     }
 
     struct State {
@@ -235,6 +237,55 @@ public final class InMemoryTree: FileAccessorProviding {
             Self.touchParent(&s, path, t)
             return stat(of: node)
         }
+    }
+
+    /// Stages a copy under a temp name (visible in listings, as on disk).
+    public func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile {
+        try begin(.install, path)
+        var content: [UInt8] = []
+        while true {
+            let chunk = try source.read(upTo: 1 << 16)
+            if chunk.isEmpty { break }
+            content += chunk
+        }
+        let name = TemporaryName.prefix + Array(String(state.withLock { $0.nextInode } + 1, radix: 16).utf8)
+        let padded = TemporaryName.prefix + Array(repeating: UInt8(ascii: "0"), count: 16 - (name.count - TemporaryName.prefix.count))
+            + name[TemporaryName.prefix.count...]
+        let temp = path.parent!.appending(padded)
+        try state.withLock { s in
+            try requireDirectory(s, path.parent)
+            let t = Self.advance(&s)
+            s.nodes[temp] = Node(kind: .regular, mode: source.stat.mode, mtime: source.stat.mtime, ctime: t,
+                                 inode: Self.newInode(&s), content: content, target: [])
+        }
+        return StagedFile(path: path, temporaryName: Array(padded), source: source.stat)
+    }
+
+    /// Counts barriers.
+    public func barrier() throws {
+        try begin(.barrier, .root)
+    }
+
+    /// Renames a staged temp file into place.
+    public func publish(_ staged: StagedFile) throws -> FileStat {
+        let temp = staged.path.parent!.appending(staged.temporaryName)
+        return try state.withLock { s in
+            guard let node = s.nodes[temp] else { throw KeepSyncError(.notFound, "renameat: no temp file", path: staged.path) }
+            if let existing = s.nodes[staged.path], existing.kind == .directory {
+                s.nodes[temp] = nil
+                throw KeepSyncError(.conflict, "renameat: Is a directory", path: staged.path)
+            }
+            s.nodes[temp] = nil
+            s.nodes[staged.path] = node
+            Self.touchParent(&s, staged.path, Self.advance(&s))
+            return stat(of: node)
+        }
+    }
+
+    /// Drops a staged temp file.
+    public func discard(_ staged: StagedFile) {
+        let temp = staged.path.parent!.appending(staged.temporaryName)
+        state.withLock { s in s.nodes[temp] = nil }
     }
 
     /// Creates a directory.

@@ -30,6 +30,7 @@ enum Inotify {
     /// Size of the read buffer: many events per read, and at least 16 + NAME_MAX + 1.
     static let bufferSize = 64 * 1024
 
+    // The `IN_*` bits, as the `UInt32` masks the calls and events use.
     static let create = UInt32(IN_CREATE)
     static let delete = UInt32(IN_DELETE)
     static let modify = UInt32(IN_MODIFY)
