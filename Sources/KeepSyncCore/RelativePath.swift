@@ -16,6 +16,14 @@ public struct RelativePath: Hashable, Comparable, Sendable {
     /// True for the root.
     public var isRoot: Bool { bytes.isEmpty }
 
+    /// Hashes the bytes in one call (not byte by byte).
+    public func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
+    /// Byte equality.
+    public static func == (a: RelativePath, b: RelativePath) -> Bool { a.bytes == b.bytes }
+
     /// The child `name` of this path.
     public func appending(_ name: [UInt8]) -> RelativePath {
         if bytes.isEmpty { return RelativePath(bytes: name) }
