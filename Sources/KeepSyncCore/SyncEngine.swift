@@ -141,9 +141,16 @@ public final class SyncEngine {
     // MARK: Apply
 
     /// True when the brake holds this scan's deletions.
-    public func brakeHolds(_ scan: SyncScan) -> Bool {
-        guard !options.allowMassDelete, options.maxDeletePercent < 100, scan.deletions > 10 else { return false }
-        return scan.deletions * 100 > options.maxDeletePercent * max(scan.mirrorEntries, 1)
+    public func brakeHolds(_ scan: SyncScan, exempt: Set<RelativePath> = []) -> Bool {
+        var deletions = scan.deletions
+        if !exempt.isEmpty {
+            for step in scan.steps {
+                if case .path(let state, let actions, let removed) = step, exempt.contains(state.path),
+                   actions.contains(where: \.isDeletion) { deletions -= removed }
+            }
+        }
+        guard !options.allowMassDelete, options.maxDeletePercent < 100, deletions > 10 else { return false }
+        return deletions * 100 > options.maxDeletePercent * max(scan.mirrorEntries, 1)
     }
 
     /// Applies a scan: every step in order, errors per path, records appended in
@@ -151,10 +158,12 @@ public final class SyncEngine {
     /// With `deferCopies`, file copies are not made but listed in
     /// `summary.deferredCopies`, for the caller to run concurrently (`copyFile`) and
     /// record (`recordCopy`).
-    public func apply(_ scan: SyncScan, deferCopies: Bool = false) -> SyncSummary {
+    /// Deletions of `exempt` paths (seen live by inotify) are neither counted by the
+    /// brake nor held.
+    public func apply(_ scan: SyncScan, deferCopies: Bool = false, exempt: Set<RelativePath> = []) -> SyncSummary {
         var summary = SyncSummary()
         self.deferCopies = deferCopies
-        let hold = brakeHolds(scan)
+        let hold = brakeHolds(scan, exempt: exempt)
         var dirty: Set<RelativePath> = []
         var finished: Set<RelativePath> = []
         var refix: Set<RelativePath> = []
@@ -191,7 +200,7 @@ public final class SyncEngine {
             case .path(let state, let actions, let removedEntries):
                 let path = state.path
                 if isBlocked(path) { continue }
-                if hold && actions.contains(where: \.isDeletion) {
+                if hold && actions.contains(where: \.isDeletion) && !exempt.contains(path) {
                     summary.heldDeletes += removedEntries
                     if state.source?.kind == .directory { blocked.append(path) }
                     continue

@@ -81,6 +81,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     struct Pending {
         var first: C.Instant
         var deadline: C.Instant
+        /// Something at or below the path was removed live (not braked).
+        var removal = false
     }
 
     let engine: SyncEngine
@@ -154,8 +156,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     public func receive(_ event: WatchEvent) {
         let now = clock.now
         switch event {
-        case .changed(let path), .removed(let path):
+        case .changed(let path):
             enqueue(path, now: now, immediately: false)
+        case .removed(let path):
+            enqueue(path, now: now, immediately: false, removal: true)
         case .closedAfterWrite(let path):
             enqueue(path, now: now, immediately: true)
         case .moved(let from, let to):
@@ -173,7 +177,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         signal()
     }
 
-    func enqueue(_ path: RelativePath, now: C.Instant, immediately: Bool) {
+    func enqueue(_ path: RelativePath, now: C.Instant, immediately: Bool, removal: Bool = false) {
         if engine.options.excludes.excludes(path, isDirectory: false) && engine.options.excludes.excludes(path, isDirectory: true) {
             return
         }
@@ -185,9 +189,11 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if var p = pending[path] {
             let cap = p.first.advanced(by: timing.maxDelay)
             p.deadline = min(settleAt, cap)
+            p.removal = p.removal || removal
             pending[path] = p
         } else {
-            pending[path] = Pending(first: now, deadline: immediately ? now : min(settleAt, now.advanced(by: timing.maxDelay)))
+            pending[path] = Pending(first: now, deadline: immediately ? now : min(settleAt, now.advanced(by: timing.maxDelay)),
+                                    removal: removal)
         }
     }
 
@@ -227,9 +233,11 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             fullResync()
         }
         let now = clock.now
-        let due = pending.filter { $0.value.deadline <= now }.keys.sorted()
+        let dueEntries = pending.filter { $0.value.deadline <= now }
+        let due = dueEntries.keys.sorted()
         guard !due.isEmpty else { return finishRound() }
         for path in due { pending[path] = nil }
+        let liveRemovals = dueEntries.filter(\.value.removal).map(\.key)
         var last: RelativePath?
         for path in due {
             // A due directory's scan covers the due paths below it.
@@ -239,14 +247,14 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
                 pending[path] = Pending(first: now, deadline: now.advanced(by: timing.settle))
                 continue
             }
-            process(path)
+            process(path, liveRemovals: liveRemovals)
             last = path
         }
         finishRound()
     }
 
     /// A full pass: scan everything, brake on, apply, copy.
-    public func fullResync() {
+    public func fullResync(exempt: Set<RelativePath> = []) {
         engine.options.sweepTemporaryFiles = inFlight.isEmpty
         if let problem = rootCheck?(engine.records.records.count - (engine.records.records[.root] == nil ? 0 : 1)) {
             rootLost = problem
@@ -263,7 +271,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             let scan = try engine.scan(.root)
             passPlanned = scan.plannedCopies
             passCopied = (0, 0)
-            let summary = engine.apply(scan, deferCopies: true)
+            let summary = engine.apply(scan, deferCopies: true, exempt: exempt)
             heldDeletes = summary.heldDeletes
             if summary.heldDeletes > 0 {
                 logger.warning("held \(summary.heldDeletes) deletions: more than \(options.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; send SIGUSR1 after checking, or restart with --allow-mass-delete")
@@ -280,20 +288,28 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     }
 
     /// One path (and, for a directory, what is below it), with deletions not braked.
-    func process(_ path: RelativePath) {
+    func process(_ path: RelativePath, liveRemovals: [RelativePath] = []) {
         let scope = nearestMirrorScope(path)
+        // The whole tree: a full pass, with its root check.
+        if scope.isRoot { return fullResync(exempt: Set(liveRemovals)) }
         var options = engine.options
         let saved = options
-        // A path that is gone is a deletion seen live: not braked. Deletions a scan of
-        // an existing directory finds below it are, like a full pass's.
+        // Deletions seen live by inotify are not braked: a path that is gone, and the
+        // removal events at or below the scope. Deletions a scan of an existing
+        // directory infers on its own are, like a full pass's.
         if (try? source.stat(scope))??.kind != .directory { options.allowMassDelete = true }
+        let exempt = Set(liveRemovals.filter { $0.isWithin(scope) })
         options.sweepTemporaryFiles = inFlight.isEmpty
         engine.options = options
         defer { engine.options = saved }
         do {
             let scan = try engine.scan(scope)
-            let summary = engine.apply(scan, deferCopies: true)
+            let summary = engine.apply(scan, deferCopies: true, exempt: exempt)
             for key in errors.keys where key.isWithin(scope) { errors[key] = nil }
+            if summary.heldDeletes > 0 {
+                heldDeletes = summary.heldDeletes
+                logger.warning("held \(summary.heldDeletes) deletions below \(scope.escaped): more than \(options.maxDeletePercent)% of its entries")
+            }
             note(summary)
             for copy in summary.deferredCopies { queueCopy(copy) }
             if let parent = scope.parent { directoriesToFix.insert(parent) }

@@ -1,0 +1,873 @@
+import KeepSyncTestSupport
+import Synchronization
+import Testing
+@testable import KeepSyncCore
+
+/// The live queue: settle, coalescing, max-delay, renames, type flips, deletions, copies
+/// that race with changes, errors and excludes. The test plays the watcher (it changes the
+/// in-memory source, then calls `receive`) and the driver (it advances a manual clock, then
+/// calls `processDue`). No disk, no sleeping, no real time.
+@Suite("SyncManager")
+struct SyncManagerTests {
+    static func p(_ text: String) -> RelativePath { RelativePath(text) }
+    static func b(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    // MARK: Settle
+
+    @Test("a change is not copied before the settle time has passed, and is copied when it has")
+    func settleTime() async {
+        let h = ManagerHarness()
+        h.source.writeFile(Self.p("a.txt"), Self.b("one"))
+        await h.fullSync()
+        #expect(h.installs == 1)
+        h.expectMirrorEqualsSource()
+
+        h.source.writeFile(Self.p("a.txt"), Self.b("two!"))
+        await h.receive(.changed(Self.p("a.txt")))
+        await h.manager.processDue()
+        #expect(h.installs == 1, "copied at the event")
+        h.clock.advance(by: .milliseconds(19))
+        await h.manager.processDue()
+        #expect(h.installs == 1, "copied 19 ms after the event, before the settle time")
+        #expect(h.mirror.node(Self.p("a.txt"))?.content == Self.b("one"))
+
+        h.clock.advance(by: .milliseconds(1))
+        await h.manager.processDue()
+        #expect(h.installs == 2, "not copied once the settle time passed")
+        h.expectMirrorEqualsSource()
+        #expect(await h.manager.nextDeadline() == nil)
+    }
+
+    @Test("a close after write is copied at once, without waiting for the settle time")
+    func closeAfterWriteIsImmediate() async {
+        let h = ManagerHarness()
+        await h.fullSync()
+        h.source.writeFile(Self.p("new.txt"), Self.b("complete"))
+        await h.receive(.changed(Self.p("new.txt")), .closedAfterWrite(Self.p("new.txt")))
+        await h.manager.processDue()
+        #expect(h.installs == 1)
+        #expect(h.mirror.node(Self.p("new.txt"))?.content == Self.b("complete"))
+        h.expectMirrorEqualsSource()
+    }
+
+    // MARK: Coalescing
+
+    @Test("ten changes to one path within the settle time make exactly one copy")
+    func coalescesOnePath() async {
+        let h = ManagerHarness()
+        h.source.writeFile(Self.p("log.txt"), Self.b("v"))
+        await h.fullSync()
+        let before = h.installs
+
+        for i in 0..<10 {
+            h.source.writeFile(Self.p("log.txt"), Self.b("version \(i)"))
+            await h.receive(.changed(Self.p("log.txt")))
+            h.clock.advance(by: .milliseconds(1))
+            await h.manager.processDue()
+        }
+        #expect(h.installs == before, "copied while events kept coming")
+        #expect(await h.manager.snapshot().pending == 1)
+        await h.settleAndProcess()
+        #expect(h.installs == before + 1)
+        #expect(h.mirror.node(Self.p("log.txt"))?.content == Self.b("version 9"))
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("changes to a hundred paths are copied in one round, one copy each")
+    func hundredPathsOneRound() async {
+        let h = ManagerHarness()
+        h.source.makeDirectory(Self.p("d"))
+        await h.fullSync()
+        let before = h.installs
+
+        for i in 0..<100 {
+            let path = Self.p("d/file\(i).txt")
+            h.source.writeFile(path, Self.b("content \(i)"))
+            await h.receive(.changed(path))
+        }
+        await h.manager.processDue()
+        #expect(h.installs == before)
+        #expect(await h.manager.snapshot().pending == 100)
+
+        await h.settleAndProcess()
+        #expect(h.installs == before + 100)
+        #expect(await h.manager.snapshot().pending == 0)
+        #expect(await h.manager.nextDeadline() == nil)
+        h.expectMirrorEqualsSource()
+    }
+
+    // MARK: Max delay
+
+    @Test("a path that never goes quiet is copied when the maximum delay is reached, not before")
+    func maxDelay() async {
+        let h = ManagerHarness()
+        let busy = Self.p("busy.log")
+        h.source.writeFile(busy, Self.b("start"))
+        await h.fullSync()
+        let before = h.installs
+        let t0 = h.clock.now
+
+        var firstCopy: Duration?
+        for tick in 0...250 {   // an event every 10 ms, t0 … t0+2500 ms
+            h.source.writeFile(busy, Self.b("line \(tick)"))
+            await h.receive(.changed(busy))
+            await h.manager.processDue()
+            if firstCopy == nil, h.installs > before {
+                firstCopy = t0.duration(to: h.clock.now)
+                #expect(h.mirror.node(busy)?.content == Self.b("line \(tick)"))
+            }
+            h.clock.advance(by: .milliseconds(10))
+        }
+        #expect(firstCopy == ManagerHarness.maxDelay)
+        #expect(h.installs == before + 1, "a second copy within 500 ms of the first")
+    }
+
+    // MARK: Renames
+
+    @Test("a file renamed in the source is renamed in the mirror, not copied again")
+    func renameIsNotACopy() async throws {
+        let h = ManagerHarness()
+        let from = Self.p("docs/a.txt"), to = Self.p("docs/b.txt")
+        h.source.makeDirectory(Self.p("docs"))
+        h.source.writeFile(from, Self.b("keep me"))
+        await h.fullSync()
+        let mirrorInode = try #require(h.mirror.node(from)).inode
+        let sourceInode = try #require(h.source.node(from)).inode
+        let installs = h.installs
+
+        try h.source.rename(from, to: to)
+        await h.receive(.moved(from: from, to: to))
+        await h.settleAndProcess()
+
+        #expect(h.mirror.node(to)?.inode == mirrorInode, "the mirror's file was replaced, not renamed")
+        #expect(h.mirror.node(from) == nil)
+        #expect(h.installs == installs)
+        #expect(h.mirror.count(.rename) == 1)
+        let records = h.storedRecords
+        #expect(records[from] == nil)
+        #expect(records[to]?.mirrorInode == mirrorInode)
+        #expect(records[to]?.inode == sourceInode)
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a renamed directory of a thousand files is one rename and no copies")
+    func directoryRename() async throws {
+        let h = ManagerHarness()
+        h.source.makeDirectory(Self.p("photos"))
+        for i in 0..<1000 { h.source.writeFile(Self.p("photos/img\(i).jpg"), Self.b("pixels \(i)")) }
+        await h.fullSync()
+        #expect(h.installs == 1000)
+        h.mirror.resetCounts()
+
+        try h.source.rename(Self.p("photos"), to: Self.p("pictures"))
+        await h.receive(.moved(from: Self.p("photos"), to: Self.p("pictures")))
+        await h.settleAndProcess()
+
+        #expect(h.mirror.count(.install) == 0)
+        #expect(h.mirror.count(.rename) == 1)
+        #expect(h.mirror.count(.remove) == 0)
+        h.expectMirrorEqualsSource()
+        let records = h.storedRecords
+        #expect(records.keys.filter { $0.isWithin(Self.p("photos")) }.isEmpty)
+        #expect(records.keys.filter { $0.isWithin(Self.p("pictures")) }.count == 1001)
+        #expect(await h.manager.snapshot().files == 1000)
+    }
+
+    @Test("a move whose target was replaced by another file after the move is copied, not renamed")
+    func moveOfAnotherObjectIsCopied() async throws {
+        let h = ManagerHarness()
+        let from = Self.p("a.txt"), to = Self.p("b.txt")
+        h.source.writeFile(from, Self.b("old"))
+        await h.fullSync()
+        let oldMirrorInode = try #require(h.mirror.node(from)).inode
+        let installs = h.installs
+
+        try h.source.rename(from, to: to)
+        h.source.delete(to)
+        h.source.writeFile(to, Self.b("a different file"))   // a new inode at `to`
+        await h.receive(.moved(from: from, to: to), .changed(to))
+        await h.settleAndProcess()
+
+        #expect(h.mirror.count(.rename) == 0, "renamed a mirror file that holds another object's data")
+        #expect(h.installs == installs + 1)
+        #expect(h.mirror.node(to)?.content == Self.b("a different file"))
+        #expect(h.mirror.node(to)?.inode != oldMirrorInode)
+        #expect(h.mirror.node(from) == nil)
+        #expect(h.storedRecords[from] == nil)
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a move whose target was rewritten in place after the move ends with the new content")
+    func moveRewrittenInPlace() async throws {
+        let h = ManagerHarness()
+        let from = Self.p("a.txt"), to = Self.p("b.txt")
+        h.source.writeFile(from, Self.b("old"))
+        await h.fullSync()
+        let installs = h.installs
+
+        try h.source.rename(from, to: to)
+        h.source.writeFile(to, Self.b("rewritten after the move"))   // same inode, new content
+        await h.receive(.moved(from: from, to: to), .changed(to))
+        await h.settleAndProcess()
+
+        #expect(h.installs == installs + 1)
+        #expect(h.mirror.node(to)?.content == Self.b("rewritten after the move"))
+        #expect(h.mirror.node(from) == nil)
+        let record = try #require(h.storedRecords[to])
+        #expect(record.describes(source: try #require(try h.source.stat(to))))
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a file renamed over another synced file replaces it without a copy")
+    func renameOverExistingFile() async throws {
+        let h = ManagerHarness()
+        h.source.writeFile(Self.p("new.txt"), Self.b("the new version"))
+        h.source.writeFile(Self.p("current.txt"), Self.b("old"))
+        await h.fullSync()
+        let inode = try #require(h.mirror.node(Self.p("new.txt"))).inode
+        let installs = h.installs
+
+        try h.source.rename(Self.p("new.txt"), to: Self.p("current.txt"))   // the save-by-rename idiom
+        await h.receive(.moved(from: Self.p("new.txt"), to: Self.p("current.txt")))
+        await h.settleAndProcess()
+
+        #expect(h.installs == installs)
+        #expect(h.mirror.node(Self.p("current.txt"))?.inode == inode)
+        #expect(h.storedRecords.keys.sorted() == [.root, Self.p("current.txt")])
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a permission change is applied without copying the file")
+    func permissionChange() async {
+        let h = ManagerHarness()
+        h.source.writeFile(Self.p("script.sh"), Self.b("#!/bin/sh"))
+        await h.fullSync()
+        let installs = h.installs
+
+        h.source.modify(Self.p("script.sh")) { $0.mode = 0o755 }
+        await h.receive(.changed(Self.p("script.sh")))
+        await h.settleAndProcess()
+
+        #expect(h.installs == installs)
+        #expect(h.mirror.node(Self.p("script.sh"))?.mode == 0o755)
+        #expect(h.storedRecords[Self.p("script.sh")]?.mode == 0o755)
+        h.expectMirrorEqualsSource()
+    }
+
+    // MARK: Type flips
+
+    enum TypeFlip: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case fileToDirectory, directoryToFile, fileToSymlink, symlinkToFile
+        var testDescription: String { rawValue }
+    }
+
+    @Test("a path that changes kind is replaced in the mirror", arguments: TypeFlip.allCases)
+    func typeFlip(_ flip: TypeFlip) async throws {
+        let h = ManagerHarness()
+        let x = Self.p("x")
+        h.source.writeFile(Self.p("other.txt"), Self.b("bystander"))
+        switch flip {
+        case .fileToDirectory, .fileToSymlink:
+            h.source.writeFile(x, Self.b("a file"))
+        case .directoryToFile:
+            h.source.makeDirectory(x)
+            h.source.writeFile(Self.p("x/a"), Self.b("a"))
+            h.source.makeDirectory(Self.p("x/sub"))
+            h.source.writeFile(Self.p("x/sub/c"), Self.b("c"))
+        case .symlinkToFile:
+            h.source.makeLink(x, to: Self.b("somewhere/else"))
+        }
+        await h.fullSync()
+        h.expectMirrorEqualsSource()
+
+        var events: [WatchEvent] = []
+        switch flip {
+        case .fileToDirectory:
+            h.source.delete(x)
+            h.source.makeDirectory(x, mode: 0o750, mtime: nil)
+            h.source.writeFile(Self.p("x/a"), Self.b("alpha"))
+            h.source.writeFile(Self.p("x/b"), Self.b("beta"), mode: 0o600)
+            h.source.makeDirectory(Self.p("x/sub"))
+            h.source.writeFile(Self.p("x/sub/c"), Self.b("gamma"))
+            events = [.removed(x), .changed(x), .changed(Self.p("x/a")), .changed(Self.p("x/b")),
+                      .changed(Self.p("x/sub")), .closedAfterWrite(Self.p("x/sub/c"))]
+        case .directoryToFile:
+            h.source.delete(x)
+            h.source.writeFile(x, Self.b("now a file"))
+            events = [.removed(Self.p("x/sub/c")), .removed(Self.p("x/sub")), .removed(Self.p("x/a")),
+                      .removed(x), .changed(x), .closedAfterWrite(x)]
+        case .fileToSymlink:
+            h.source.delete(x)
+            h.source.makeLink(x, to: Self.b("../target"))
+            events = [.removed(x), .changed(x)]
+        case .symlinkToFile:
+            h.source.delete(x)
+            h.source.writeFile(x, Self.b("now a file"))
+            events = [.removed(x), .changed(x), .closedAfterWrite(x)]
+        }
+        for e in events { await h.receive(e) }
+        await h.manager.processDue()
+        await h.settleAndProcess()
+
+        h.expectMirrorEqualsSource()
+        let kind = try #require(h.source.node(x)).kind
+        #expect(h.storedRecords[x]?.kind == kind)
+        let stale = h.storedRecords.keys.filter { $0.isWithin(x) && h.source.node($0) == nil }
+        #expect(stale == [], "records outlive their paths")
+        #expect(await h.manager.snapshot().errors == [:])
+    }
+
+    // MARK: Deletions
+
+    @Test("a removed file disappears from the mirror and from the records")
+    func removal() async {
+        let h = ManagerHarness()
+        h.source.writeFile(Self.p("a.txt"), Self.b("a"))
+        h.source.writeFile(Self.p("b.txt"), Self.b("b"))
+        await h.fullSync()
+
+        h.source.delete(Self.p("a.txt"))
+        await h.receive(.removed(Self.p("a.txt")))
+        await h.settleAndProcess()
+
+        #expect(h.mirror.node(Self.p("a.txt")) == nil)
+        #expect(h.mirror.node(Self.p("b.txt")) != nil)
+        #expect(h.storedRecords[Self.p("a.txt")] == nil)
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a live removal of a directory holding most of the mirror is not held by the brake")
+    func liveDirectoryRemovalIsNotBraked() async {
+        let h = ManagerHarness()
+        h.source.makeDirectory(Self.p("bulk"))
+        for i in 0..<20 { h.source.writeFile(Self.p("bulk/f\(i)"), Self.b("\(i)")) }
+        h.source.writeFile(Self.p("keep.txt"), Self.b("keep"))
+        await h.fullSync()
+        #expect(h.mirror.nodes.count == 23)   // root, bulk, 20 files, keep.txt
+
+        h.source.delete(Self.p("bulk"))
+        for i in 0..<20 { await h.receive(.removed(Self.p("bulk/f\(i)"))) }
+        await h.receive(.removed(Self.p("bulk")))
+        await h.settleAndProcess()
+
+        #expect(h.mirror.node(Self.p("bulk")) == nil, "21 of 22 entries removed live must not be braked")
+        #expect(await h.manager.snapshot().heldDeletes == 0)
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("live removals of 90% of the mirror's files are not held by the brake")
+    func liveFileRemovalsAreNotBraked() async {
+        let h = ManagerHarness()
+        for i in 0..<20 { h.source.writeFile(Self.p("f\(i)"), Self.b("\(i)")) }
+        await h.fullSync()
+
+        for i in 0..<18 {
+            h.source.delete(Self.p("f\(i)"))
+            await h.receive(.removed(Self.p("f\(i)")))
+        }
+        await h.settleAndProcess()
+
+        #expect(h.mirror.nodes.count == 3)   // root, f18, f19
+        #expect(await h.manager.snapshot().heldDeletes == 0)
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("live removals of most files of a directory whose attributes also changed are not held")
+    func liveRemovalsWithDirectoryEvent() async {
+        let h = ManagerHarness()
+        h.source.makeDirectory(Self.p("d"))
+        for i in 0..<20 { h.source.writeFile(Self.p("d/f\(i)"), Self.b("\(i)")) }
+        await h.fullSync()
+
+        for i in 0..<18 {
+            h.source.delete(Self.p("d/f\(i)"))
+            await h.receive(.removed(Self.p("d/f\(i)")))
+        }
+        h.source.modify(Self.p("d")) { $0.mode = 0o700 }   // chmod: IN_ATTRIB on d
+        await h.receive(.changed(Self.p("d")))
+        await h.settleAndProcess()
+
+        #expect(h.mirror.nodes.count == 4, "live deletions were held")   // root, d, f18, f19
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a directory deleted and recreated with other files is mirrored live, not braked")
+    func directoryRecreatedLive() async {
+        let h = ManagerHarness()
+        h.source.makeDirectory(Self.p("out"))
+        for i in 0..<20 { h.source.writeFile(Self.p("out/old\(i).o"), Self.b("\(i)")) }
+        await h.fullSync()
+
+        h.source.delete(Self.p("out"))
+        for i in 0..<20 { await h.receive(.removed(Self.p("out/old\(i).o"))) }
+        await h.receive(.removed(Self.p("out")))
+        h.source.makeDirectory(Self.p("out"))
+        await h.receive(.changed(Self.p("out")))
+        for name in ["new1.o", "new2.o"] {
+            h.source.writeFile(Self.p("out/\(name)"), Self.b(name))
+            await h.receive(.changed(Self.p("out/\(name)")))
+        }
+        await h.settleAndProcess()
+
+        h.expectMirrorEqualsSource()
+        #expect(await h.manager.snapshot().heldDeletes == 0)
+    }
+
+    @Test("a full resync that would delete most of the mirror holds the deletions and applies the rest")
+    func fullResyncBrakes() async {
+        let h = ManagerHarness()
+        for i in 0..<20 { h.source.writeFile(Self.p("f\(i)"), Self.b("\(i)")) }
+        await h.fullSync()
+
+        for i in 0..<15 { h.source.delete(Self.p("f\(i)")) }   // 75% of 20 entries, no events (overflow)
+        h.source.writeFile(Self.p("fresh.txt"), Self.b("new"))
+        await h.manager.receive(.rescan(reason: "overflow"))
+        await h.manager.processDue()
+
+        let snapshot = await h.manager.snapshot()
+        #expect(snapshot.heldDeletes == 15)
+        for i in 0..<15 { #expect(h.mirror.node(Self.p("f\(i)")) != nil, "f\(i) deleted despite the brake") }
+        #expect(h.mirror.node(Self.p("fresh.txt"))?.content == Self.b("new"))
+        #expect(snapshot.fullPasses == 2)
+
+        // The same through requestFullResync: still held.
+        await h.fullSync()
+        #expect(await h.manager.snapshot().heldDeletes == 15)
+        #expect(h.mirror.nodes.count == 22)   // root, 20 files, fresh.txt
+    }
+
+    @Test("an attribute change on the source root does not apply the deletions the brake holds")
+    func rootEventKeepsHeldDeletions() async {
+        let h = ManagerHarness()
+        for i in 0..<20 { h.source.writeFile(Self.p("f\(i)"), Self.b("\(i)")) }
+        await h.fullSync()
+        for i in 0..<15 { h.source.delete(Self.p("f\(i)")) }
+        await h.fullSync()
+        #expect(await h.manager.snapshot().heldDeletes == 15)
+        let removes = h.mirror.count(.remove)
+
+        // `chmod`/`touch` on the source root: the watcher reports IN_ATTRIB on the root as `.changed(.root)`.
+        h.source.modify(.root) { $0.mode = 0o750 }
+        await h.receive(.changed(.root))
+        await h.settleAndProcess()
+
+        #expect(h.mirror.node(.root)?.mode == 0o750)
+        #expect(h.mirror.count(.remove) == removes, "a root attribute change removed what the brake holds")
+        #expect(h.mirror.nodes.count == 21)   // root and the 20 files: deletions still held
+    }
+
+    @Test("one live removal does not release the other deletions the brake holds in the same directory")
+    func liveRemovalDoesNotReleaseHeldDeletions() async {
+        let h = ManagerHarness()
+        for i in 0..<20 { h.source.writeFile(Self.p("f\(i)"), Self.b("\(i)")) }
+        await h.fullSync()
+        for i in 0..<15 { h.source.delete(Self.p("f\(i)")) }
+        await h.fullSync()
+        #expect(await h.manager.snapshot().heldDeletes == 15)
+
+        // Within one settle window: f19 is deleted (seen live) and the root's mode changes.
+        h.source.delete(Self.p("f19"))
+        await h.receive(.removed(Self.p("f19")))
+        h.source.modify(.root) { $0.mode = 0o750 }
+        await h.receive(.changed(.root))
+        await h.settleAndProcess()
+
+        #expect(h.mirror.node(Self.p("f19")) == nil, "the deletion seen live was not applied")
+        let kept = (0..<15).filter { h.mirror.node(Self.p("f\($0)")) != nil }.count
+        #expect(kept == 15, "deletions held by the brake were applied because of an unrelated live removal")
+    }
+
+    @Test("with deletions off, a removed path stays in the mirror and a rename still moves it")
+    func noDelete() async throws {
+        let h = ManagerHarness(options: SyncOptions(deleteEnabled: false))
+        h.source.writeFile(Self.p("gone.txt"), Self.b("gone"))
+        h.source.writeFile(Self.p("moved.txt"), Self.b("moved"))
+        await h.fullSync()
+        let inode = try #require(h.mirror.node(Self.p("moved.txt"))).inode
+
+        h.source.delete(Self.p("gone.txt"))
+        try h.source.rename(Self.p("moved.txt"), to: Self.p("renamed.txt"))
+        await h.receive(.removed(Self.p("gone.txt")), .moved(from: Self.p("moved.txt"), to: Self.p("renamed.txt")))
+        await h.settleAndProcess()
+
+        #expect(h.mirror.node(Self.p("gone.txt"))?.content == Self.b("gone"))
+        #expect(h.mirror.count(.remove) == 0)
+        #expect(h.mirror.node(Self.p("renamed.txt"))?.inode == inode)
+        #expect(h.mirror.node(Self.p("moved.txt")) == nil)
+    }
+
+    // MARK: Copies racing with changes
+
+    @Test("a file that changes while its copy is in flight is copied again", .timeLimit(.minutes(1)))
+    func requeueOnChangeDuringCopy() async throws {
+        let held = HeldCopies()
+        let h = ManagerHarness(executor: held.executor)
+        let file = Self.p("doc.txt")
+        await h.fullSync()
+
+        h.source.writeFile(file, Self.b("version 1"))
+        await h.receive(.closedAfterWrite(file))
+        await h.manager.processDue()
+        #expect(held.count == 1, "the copy was not handed to the executor")
+        #expect(await h.manager.snapshot().pending == 1, "a copy in flight counts as pending")
+        #expect(await h.manager.nextDeadline() == nil)
+
+        // The watcher reports a change while the copy is in flight; the copy reads
+        // version 1, the file becomes version 2.
+        await h.receive(.changed(file))
+        #expect(held.runAll() == 1)
+        h.source.writeFile(file, Self.b("version 2, longer"))
+        #expect(h.mirror.node(file)?.content == Self.b("version 1"))
+
+        // The completion hops back onto the actor and must re-queue the path.
+        let requeued = await ManagerHarness.eventually { await h.manager.nextDeadline() != nil }
+        #expect(requeued, "the path was not queued again after its copy completed")
+        #expect(h.storedRecords[file] != nil)
+
+        await h.settleAndProcess()
+        #expect(held.count == 1, "no second copy was started")
+        // waitUntilIdle, called while the copy is held, returns once it completed.
+        let idle = h.startWaitingUntilIdle()
+        #expect(await ManagerHarness.eventually { await h.manager.registeredIdleWaiters == 1 })
+        #expect(!idle.isSet, "waitUntilIdle returned while a copy was in flight")
+        held.runAll()
+        #expect(await ManagerHarness.eventually { idle.isSet }, "waitUntilIdle did not return when the last copy completed")
+
+        #expect(h.installs == 2)
+        #expect(h.mirror.node(file)?.content == Self.b("version 2, longer"))
+        let record = try #require(h.storedRecords[file])
+        #expect(record.describes(source: try #require(try h.source.stat(file))))
+        let snapshot = await h.manager.snapshot()
+        #expect(snapshot.pending == 0)
+        #expect(snapshot.errors == [:])
+        #expect(snapshot.copiedFiles == 2)
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a file that vanishes before its copy runs is not an error", .timeLimit(.minutes(1)))
+    func vanishedBeforeCopy() async {
+        let held = HeldCopies()
+        let h = ManagerHarness(executor: held.executor)
+        let file = Self.p("tmp.txt")
+        h.source.writeFile(Self.p("stays.txt"), Self.b("x"))
+        await h.fullSync()
+        held.runAll()
+        #expect(await h.waitUntilIdle(), "the manager did not become idle")
+        let installs = h.installs
+
+        h.source.writeFile(file, Self.b("short-lived"))
+        await h.receive(.closedAfterWrite(file))
+        await h.manager.processDue()
+        #expect(held.count == 1)
+
+        h.source.delete(file)
+        await h.receive(.removed(file))
+        held.runAll()
+        let requeued = await ManagerHarness.eventually { await h.manager.nextDeadline() != nil }
+        #expect(requeued)
+        await h.settleAndProcess()
+        #expect(held.runAll() == 0)
+        #expect(await h.waitUntilIdle(), "the manager did not become idle")
+
+        #expect(h.installs == installs)
+        #expect(h.mirror.node(file) == nil)
+        let snapshot = await h.manager.snapshot()
+        #expect(snapshot.errors == [:])
+        #expect(snapshot.pending == 0)
+        #expect(h.storedRecords[file] == nil)
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a path written again while its copy is in flight counts once in pending", .timeLimit(.minutes(1)))
+    func pendingCountsPathsOnce() async {
+        let held = HeldCopies()
+        let h = ManagerHarness(executor: held.executor)
+        let file = Self.p("doc.txt")
+        await h.fullSync()
+        h.source.writeFile(file, Self.b("v1"))
+        await h.receive(.closedAfterWrite(file))
+        await h.manager.processDue()
+        #expect(held.count == 1)
+
+        h.source.writeFile(file, Self.b("v2"))
+        await h.receive(.closedAfterWrite(file))
+        let pending = await h.manager.snapshot().pending
+        #expect(pending == 1, "one path is queued (in flight and due again), counted \(pending) times")
+
+        // Drain: the first copy completes, the path is copied again, the mirror ends with v2.
+        #expect(held.runAll() == 1)
+        let completed = await ManagerHarness.eventually { await h.manager.snapshot().copiedFiles == 1 }
+        #expect(completed)
+        #expect(await h.manager.snapshot().pending == 1)
+        await h.settleAndProcess()
+        held.runAll()
+        #expect(await h.waitUntilIdle(), "the manager did not become idle")
+        #expect(h.mirror.node(file)?.content == Self.b("v2"))
+    }
+
+    @Test("a copy that fails because its file vanished meanwhile is not an error")
+    func failureOfVanishedFileIsNotAnError() async {
+        let h = ManagerHarness()
+        await h.fullSync()
+        let file = Self.p("temp.part")
+        let source = h.source
+        h.failMirror { op, path in
+            guard op == .install, path == file else { return nil }
+            source.delete(file)   // the writer removed it while it was copied
+            return KeepSyncError(.io, "read: No such file or directory", path: path)
+        }
+        h.source.writeFile(file, Self.b("partial"))
+        await h.receive(.closedAfterWrite(file))
+        await h.manager.processDue()
+
+        #expect(h.installs == 1, "the copy was not attempted")
+        #expect(await h.manager.snapshot().errors == [:])
+        #expect(h.mirror.node(file) == nil)
+        h.expectMirrorEqualsSource()
+    }
+
+    // MARK: Errors
+
+    @Test("a failed copy is reported for its path only, and the error goes when the path syncs")
+    func failedCopyIsReportedAndCleared() async {
+        let h = ManagerHarness()
+        await h.fullSync()
+        let full = Self.p("big.bin")
+        h.failMirror { op, path in
+            op == .install && path == full ? KeepSyncError(.noSpace, "write: No space left on device", path: path) : nil
+        }
+
+        for name in ["a.txt", "big.bin", "c.txt"] {
+            h.source.writeFile(Self.p(name), Self.b("data of \(name)"))
+            await h.receive(.changed(Self.p(name)))
+        }
+        await h.settleAndProcess()
+
+        var snapshot = await h.manager.snapshot()
+        #expect(Array(snapshot.errors.keys) == [full])
+        #expect(snapshot.errors[full]?.contains("No space") == true)
+        #expect(h.differences() == ["+ big.bin (missing in mirror)"], "everything but the failed path syncs")
+        #expect(h.storedRecords[full] == nil)
+
+        h.failMirror(nil)
+        h.source.writeFile(full, Self.b("data of big.bin, again"))
+        await h.receive(.changed(full))
+        await h.settleAndProcess()
+
+        snapshot = await h.manager.snapshot()
+        #expect(snapshot.errors == [:])
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a failed path's error goes when the path is deleted")
+    func failedCopyClearedByDeletion() async {
+        let h = ManagerHarness()
+        await h.fullSync()
+        let full = Self.p("big.bin")
+        h.failMirror { op, path in op == .install && path == full ? KeepSyncError(.noSpace, "no space", path: path) : nil }
+        h.source.writeFile(full, Self.b("data"))
+        await h.receive(.closedAfterWrite(full))
+        await h.manager.processDue()
+        #expect(await h.manager.snapshot().errors[full] != nil)
+
+        h.source.delete(full)
+        await h.receive(.removed(full))
+        await h.settleAndProcess()
+        #expect(await h.manager.snapshot().errors == [:])
+        h.expectMirrorEqualsSource()
+    }
+
+    // MARK: Excludes
+
+    static func skipOptions() throws -> SyncOptions {
+        SyncOptions(excludes: try ExcludeMatcher(patterns: [Array("skip/".utf8)]))
+    }
+
+    /// A source with `skip/` (excluded) and a mirror whose `skip/` holds something of its own.
+    static func excludedHarness() async throws -> ManagerHarness {
+        let h = ManagerHarness(options: try skipOptions())
+        h.source.writeFile(p("keep.txt"), b("keep"))
+        h.source.makeDirectory(p("skip"))
+        h.source.writeFile(p("skip/a.txt"), b("excluded"))
+        h.mirror.makeDirectory(p("skip"), mode: 0o755, mtime: nil)
+        h.mirror.writeFile(p("skip/own.txt"), b("the mirror's own"))
+        await h.fullSync()
+        #expect(h.mirror.node(p("skip/a.txt")) == nil)
+        #expect(h.mirror.node(p("skip/own.txt")) != nil)
+        h.mirror.resetCounts()
+        return h
+    }
+
+    static let mirrorWrites: [InMemoryTree.Operation] = [.install, .makeDirectory, .makeSymlink, .remove, .rename, .setAttributes]
+
+    @Test("events below an excluded directory do nothing")
+    func eventsBelowExcludedPath() async throws {
+        let h = try await Self.excludedHarness()
+        let before = h.mirror.nodes
+
+        h.source.writeFile(Self.p("skip/a.txt"), Self.b("changed"))
+        h.source.writeFile(Self.p("skip/new.txt"), Self.b("new"))
+        try h.source.rename(Self.p("skip/a.txt"), to: Self.p("skip/b.txt"))
+        await h.receive(.changed(Self.p("skip/a.txt")), .closedAfterWrite(Self.p("skip/new.txt")),
+                        .moved(from: Self.p("skip/a.txt"), to: Self.p("skip/b.txt")), .removed(Self.p("skip/own.txt")))
+        #expect(await h.manager.snapshot().pending == 0)
+        #expect(await h.manager.nextDeadline() == nil)
+        await h.manager.processDue()
+        await h.settleAndProcess()
+
+        for op in Self.mirrorWrites { #expect(h.mirror.count(op) == 0, "mirror \(op.rawValue)") }
+        #expect(h.mirror.nodes == before)
+    }
+
+    @Test("events naming an excluded directory itself leave it alone", arguments: ["changed", "removed", "closedAfterWrite"])
+    func eventsOnExcludedDirectory(_ kind: String) async throws {
+        let h = try await Self.excludedHarness()
+        let before = h.mirror.nodes
+        let skip = Self.p("skip")
+        switch kind {
+        case "changed": await h.receive(.changed(skip))
+        case "removed":
+            h.source.delete(skip)
+            await h.receive(.removed(skip))
+        default: await h.receive(.closedAfterWrite(skip))
+        }
+        await h.manager.processDue()
+        await h.settleAndProcess()
+
+        #expect(h.mirror.node(Self.p("skip/own.txt")) != nil, "removed what the mirror holds under an excluded path")
+        #expect(h.mirror.node(Self.p("skip/a.txt")) == nil, "copied an excluded path")
+        for op in [InMemoryTree.Operation.install, .remove, .makeDirectory] {
+            #expect(h.mirror.count(op) == 0, "mirror \(op.rawValue)")
+        }
+        func under(_ nodes: [RelativePath: InMemoryTree.Node]) -> [String] {
+            nodes.filter { $0.key.isWithin(skip) }.map { "\($0.key.escaped) inode \($0.value.inode)" }.sorted()
+        }
+        #expect(under(h.mirror.nodes) == under(before))
+    }
+
+    @Test("a file moved out of an excluded directory is copied to its new place")
+    func moveOutOfExcludedDirectory() async throws {
+        let h = try await Self.excludedHarness()
+        try h.source.rename(Self.p("skip/a.txt"), to: Self.p("a.txt"))
+        await h.receive(.moved(from: Self.p("skip/a.txt"), to: Self.p("a.txt")))
+        await h.settleAndProcess()
+        #expect(h.mirror.node(Self.p("a.txt"))?.content == Self.b("excluded"))
+        #expect(h.mirror.node(Self.p("skip/own.txt")) != nil)
+        h.expectMirrorEqualsSource(ignoring: { $0.isWithin(Self.p("skip")) })
+    }
+
+    @Test("a file moved into an excluded directory leaves the mirror, and the excluded directory is untouched")
+    func moveIntoExcludedDirectory() async throws {
+        let h = try await Self.excludedHarness()
+        try h.source.rename(Self.p("keep.txt"), to: Self.p("skip/keep.txt"))
+        await h.receive(.moved(from: Self.p("keep.txt"), to: Self.p("skip/keep.txt")))
+        await h.settleAndProcess()
+        #expect(h.mirror.node(Self.p("keep.txt")) == nil)
+        #expect(h.mirror.node(Self.p("skip/keep.txt")) == nil)
+        #expect(h.mirror.node(Self.p("skip/own.txt")) != nil)
+        #expect(h.mirror.count(.rename) == 0)
+        h.expectMirrorEqualsSource(ignoring: { $0.isWithin(Self.p("skip")) })
+    }
+
+    // MARK: Directories
+
+    @Test("a directory's mtime in the mirror equals the source's after files were added to it")
+    func parentDirectoryMtime() async throws {
+        let h = ManagerHarness()
+        h.source.makeDirectory(Self.p("d"))
+        h.source.writeFile(Self.p("d/old.txt"), Self.b("old"))
+        await h.fullSync()
+        h.expectMirrorEqualsSource()
+
+        h.source.writeFile(Self.p("d/new1.txt"), Self.b("one"))
+        await h.receive(.changed(Self.p("d/new1.txt")))
+        h.clock.advance(by: .milliseconds(5))
+        h.source.writeFile(Self.p("d/new2.txt"), Self.b("two"))
+        await h.receive(.closedAfterWrite(Self.p("d/new2.txt")))
+        await h.manager.processDue()   // new2 now, new1 later
+        #expect(h.mirror.node(Self.p("d"))?.mtime == h.source.node(Self.p("d"))?.mtime)
+        await h.settleAndProcess()
+
+        let sourceDir = try #require(h.source.node(Self.p("d")))
+        let mirrorDir = try #require(h.mirror.node(Self.p("d")))
+        #expect(mirrorDir.mtime == sourceDir.mtime)
+        #expect(mirrorDir.mode == sourceDir.mode)
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("an event deep inside a new directory tree copies the whole tree")
+    func newTreeFromOneEvent() async {
+        let h = ManagerHarness()
+        await h.fullSync()
+        h.source.makeDirectory(Self.p("a"), mode: 0o700, mtime: nil)
+        h.source.makeDirectory(Self.p("a/b"))
+        h.source.makeDirectory(Self.p("a/b/c"), mode: 0o750, mtime: nil)
+        h.source.writeFile(Self.p("a/top.txt"), Self.b("top"))
+        h.source.writeFile(Self.p("a/b/c/deep.txt"), Self.b("deep"))
+        h.source.makeLink(Self.p("a/b/link"), to: Self.b("c/deep.txt"))
+        await h.receive(.closedAfterWrite(Self.p("a/b/c/deep.txt")))
+        await h.manager.processDue()
+        h.expectMirrorEqualsSource()
+        #expect(await h.manager.snapshot().errors == [:])
+    }
+
+    // MARK: Queue introspection
+
+    @Test("pending counts queued paths and the next deadline is nil when idle")
+    func pendingAndDeadline() async {
+        let h = ManagerHarness()
+        #expect(await h.manager.nextDeadline() == nil)
+        await h.manager.requestFullResync()
+        #expect(await h.manager.nextDeadline() == h.clock.now, "a requested full resync is due now")
+        await h.manager.processDue()
+        #expect(await h.manager.nextDeadline() == nil)
+        #expect(await h.manager.snapshot().pending == 0)
+
+        let t0 = h.clock.now
+        for name in ["a", "b", "c"] {
+            h.source.writeFile(Self.p(name), Self.b(name))
+            await h.receive(.changed(Self.p(name)))
+        }
+        await h.receive(.changed(Self.p("a")))
+        #expect(await h.manager.snapshot().pending == 3)
+        #expect(await h.manager.nextDeadline() == t0.advanced(by: ManagerHarness.settle))
+        #expect(await h.manager.isIdle == false)
+
+        await h.settleAndProcess()
+        #expect(await h.manager.snapshot().pending == 0)
+        #expect(await h.manager.nextDeadline() == nil)
+        #expect(await h.manager.isIdle)
+        let snapshot = await h.manager.snapshot()
+        #expect(snapshot.files == 3)
+        #expect(snapshot.bytes == 3)
+        h.expectMirrorEqualsSource()
+    }
+
+    // MARK: Driver loop
+
+    @Test("the run loop copies a change once the clock passes its settle time, and stops", .timeLimit(.minutes(1)))
+    func runLoop() async {
+        let h = ManagerHarness()
+        h.source.writeFile(Self.p("start.txt"), Self.b("start"))
+        let manager = h.manager
+        await manager.requestFullResync()
+        let stopped = Flag()
+        Task {
+            await manager.run()
+            stopped.set()
+        }
+        #expect(await h.waitUntilIdle(), "the initial full resync did not finish")
+        #expect(h.mirror.node(Self.p("start.txt")) != nil)
+
+        h.source.writeFile(Self.p("live.txt"), Self.b("live"))
+        await h.receive(.changed(Self.p("live.txt")))
+        #expect(h.mirror.node(Self.p("live.txt")) == nil)
+        h.clock.advance(by: ManagerHarness.settle)
+        #expect(await h.waitUntilIdle(), "the change was not processed after the settle time")
+        #expect(h.mirror.node(Self.p("live.txt"))?.content == Self.b("live"))
+
+        await manager.stop()
+        #expect(await ManagerHarness.eventually { stopped.isSet }, "run() did not return after stop()")
+        h.expectMirrorEqualsSource()
+    }
+}
