@@ -46,32 +46,15 @@ actor Agent {
     /// Runs until SIGTERM/SIGINT; returns the exit code.
     func run() async throws -> ExitCode {
         SignalSource.ignoreAll()
-        try HostPaths.makeDirectories(settings.state, mode: 0o700)
-        let lock = try StateLock(stateDirectory: settings.state)
-        defer { lock.release() }
-        let store = try JournalBookmarkStore(directory: settings.state)
-        var records = try store.load()
-        if records.wasDamaged {
-            logger.warning("the records in \(HostPaths.display(settings.state)) were damaged; comparing source and mirror in full")
-        }
-        let sourceName = HostPaths.display(settings.source)
-        let rootStat = HostPaths.stat(settings.source)
-        let rootIsEmpty = rootStat?.kind == .directory
-            ? ((try? PosixFileSystem(rootPath: settings.source).list(.root).isEmpty) ?? false) : false
-        switch SourceSafety.evaluate(sourcePath: sourceName, root: rootStat, rootIsEmpty: rootIsEmpty, records: records,
-                                     acceptNewSource: settings.invocation.acceptNewSource,
-                                     allowMassDelete: settings.invocation.allowMassDelete) {
-        case .proceed: break
-        case .usage(let message): throw KeepSyncError(.configuration, message)
-        case .refuse(let message):
+        let prepared = try PreparedState(settings, logger: logger) { _, message in
             writeStatus(state: "error", snapshot: nil, extraErrors: [(".", message)], force: true)
-            throw KeepSyncError(.unsafe, message)
         }
-        try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
-        if let rootStat {
-            records.root = RootIdentity(device: rootStat.device, inode: rootStat.inode)
-            try store.apply([.setRoot(records.root!)])
-        }
+        defer { prepared.lock.release() }
+        let store = prepared.store
+        var records = prepared.records
+        let sourceName = HostPaths.display(settings.source)
+        records.root = RootIdentity(device: prepared.root.device, inode: prepared.root.inode)
+        try store.apply([.setRoot(records.root!)])
         let signals = SignalSource { number in Task { await self.handle(signal: number) } }
         defer { signals.cancel() }
         let statusTask = Task { await self.statusLoop() }

@@ -150,34 +150,14 @@ public struct CommandRunner: Sendable {
     func sync(_ settings: Settings, foreground: Bool) throws -> ExitCode {
         let progress = TerminalProgress(enabled: foreground)
         let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
-        try HostPaths.makeDirectories(settings.state, mode: 0o700)
-        let lock = try StateLock(stateDirectory: settings.state)
-        defer { lock.release() }
-        let store = try JournalBookmarkStore(directory: settings.state)
-        let records = try store.load()
-        logger.debug("loaded \(records.records.count) records from \(HostPaths.display(settings.state))")
-        if records.wasDamaged {
-            logger.warning("the records in \(HostPaths.display(settings.state)) were damaged; comparing source and mirror in full")
+        let prepared = try PreparedState(settings, logger: logger) { records, message in
+            writeStatus(settings, state: "error", records: records, summary: nil, extraErrors: [(path: ".", message: message)])
         }
+        defer { prepared.lock.release() }
+        let store = prepared.store, records = prepared.records, rootStat = prepared.root
         let sourceName = HostPaths.display(settings.source)
-        let rootStat = HostPaths.stat(settings.source)
-        var rootIsEmpty = false
-        if rootStat?.kind == .directory {
-            rootIsEmpty = (try? PosixFileSystem(rootPath: settings.source).list(.root).isEmpty) ?? false
-        }
-        switch SourceSafety.evaluate(sourcePath: sourceName, root: rootStat, rootIsEmpty: rootIsEmpty, records: records,
-                                     acceptNewSource: settings.invocation.acceptNewSource,
-                                     allowMassDelete: settings.invocation.allowMassDelete) {
-        case .proceed: break
-        case .usage(let message): throw KeepSyncError(.configuration, message)
-        case .refuse(let message):
-            writeStatus(settings, state: "error", records: records, summary: nil,
-                        extraErrors: [(path: ".", message: message)])
-            throw KeepSyncError(.unsafe, message)
-        }
-        try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
         let sourceTree = try PosixFileSystem(rootPath: settings.source)
-        guard let opened = try sourceTree.stat(.root), opened.device == rootStat?.device, opened.inode == rootStat?.inode else {
+        guard let opened = try sourceTree.stat(.root), opened.device == rootStat.device, opened.inode == rootStat.inode else {
             throw KeepSyncError(.unsafe, "source \(sourceName) changed while it was being opened; nothing done")
         }
         let mirrorTree = try AtomicFileAccessor(rootPath: settings.mirror)

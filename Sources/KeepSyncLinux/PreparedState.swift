@@ -1,0 +1,46 @@
+import KeepSyncCore
+
+/// What `sync` and `run` do first: take the lock, load the records, apply the
+/// vanished-or-replaced-source rules, and create the mirror.
+struct PreparedState {
+    /// The single-instance lock (released by the caller).
+    let lock: StateLock
+    /// The record store.
+    let store: JournalBookmarkStore
+    /// The records as loaded.
+    let records: RecordSet
+    /// The source root's stat, checked safe.
+    let root: FileStat
+
+    /// Prepares, or throws `.configuration` (exit 2) / `.unsafe` (exit 3) after calling
+    /// `refused` with the message, leaving the mirror untouched.
+    init(_ settings: CommandRunner.Settings, logger: Logger, refused: (RecordSet, String) -> Void) throws {
+        try HostPaths.makeDirectories(settings.state, mode: 0o700)
+        lock = try StateLock(stateDirectory: settings.state)
+        do {
+            store = try JournalBookmarkStore(directory: settings.state)
+            records = try store.load()
+            logger.debug("loaded \(records.records.count) records from \(HostPaths.display(settings.state))")
+            if records.wasDamaged {
+                logger.warning("the records in \(HostPaths.display(settings.state)) were damaged; comparing source and mirror in full")
+            }
+            let rootStat = HostPaths.stat(settings.source)
+            let rootIsEmpty = rootStat?.kind == .directory
+                ? ((try? PosixFileSystem(rootPath: settings.source).list(.root).isEmpty) ?? false) : false
+            switch SourceSafety.evaluate(sourcePath: HostPaths.display(settings.source), root: rootStat, rootIsEmpty: rootIsEmpty,
+                                         records: records, acceptNewSource: settings.invocation.acceptNewSource,
+                                         allowMassDelete: settings.invocation.allowMassDelete) {
+            case .proceed: break
+            case .usage(let message): throw KeepSyncError(.configuration, message)
+            case .refuse(let message):
+                refused(records, message)
+                throw KeepSyncError(.unsafe, message)
+            }
+            root = rootStat!
+            try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
+        } catch {
+            lock.release()
+            throw error
+        }
+    }
+}
