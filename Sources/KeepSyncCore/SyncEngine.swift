@@ -415,6 +415,20 @@ public final class SyncEngine {
         try store.compact(records)
     }
 
+    /// Hands over the queued record changes, for the caller to append (in order) with
+    /// `appendDurably`.
+    public func takePendingChanges() -> [RecordChange] {
+        defer { pendingChanges.removeAll(keepingCapacity: true) }
+        return pendingChanges
+    }
+
+    /// Makes the mirror durable, then appends `changes` to the store.
+    public static func appendDurably(_ changes: [RecordChange], mirror: any FileAccessorProviding,
+                                     store: any BookmarkStorageProviding) throws {
+        try mirror.barrier()
+        try store.apply(changes)
+    }
+
     /// Appends queued record changes now.
     public func flush() -> KeepSyncError? {
         var summary = SyncSummary()
@@ -442,8 +456,7 @@ public final class SyncEngine {
         guard !pendingChanges.isEmpty else { return }
         do {
             // Records follow the mirror: what they describe is made durable first.
-            try mirror.barrier()
-            try store.apply(pendingChanges)
+            try SyncEngine.appendDurably(pendingChanges, mirror: mirror, store: store)
             pendingChanges.removeAll(keepingCapacity: true)
         } catch {
             storeError = error

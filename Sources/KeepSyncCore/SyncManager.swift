@@ -100,6 +100,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var queued: Set<RelativePath> = []
     /// Copies running; the flag says the path changed again meanwhile.
     var inFlight: [RelativePath: Bool] = [:]
+    /// Serial queue for record appends (syncfs, then append), in order.
+    let recordQueue = DispatchQueue(label: "keepsync.records")
     /// Copy work items running.
     var workers = 0
     var errors: [RelativePath: String] = [:]
@@ -420,13 +422,39 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         }
     }
 
+    /// Appends the records queued so far. With a concurrent executor the syncfs and the
+    /// append run in order on a serial queue, so the actor never waits on the disk.
     func flushRecords() {
-        if let error = engine.flush() { errors[.root] = "cannot write records: \(error.message)" }
         unflushed = 0
+        if executor.isInline {
+            if let error = engine.flush() { errors[.root] = "cannot write records: \(error.message)" }
+            return
+        }
+        let changes = engine.takePendingChanges()
+        guard !changes.isEmpty else { return }
+        let mirror = self.mirror, store = engine.store
+        recordQueue.async {
+            do { try SyncEngine.appendDurably(changes, mirror: mirror, store: store) } catch {
+                Task { await self.recordsFailed(error) }
+            }
+        }
+    }
+
+    func recordsFailed(_ error: any Error) {
+        errors[.root] = "cannot write records: \((error as? KeepSyncError)?.message ?? "\(error)")"
+        logger.error(errors[.root]!)
+    }
+
+    /// Waits until every record append handed to the queue is done.
+    func drainRecords() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in recordQueue.async { c.resume() } }
     }
 
     /// Appends queued records and rewrites the store compactly.
-    public func compactRecords() throws { try engine.compact() }
+    public func compactRecords() async throws {
+        await drainRecords()
+        try engine.compact()
+    }
 
     /// True when nothing is pending, queued or copying.
     public var isIdle: Bool { pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !fullResyncRequested }
@@ -465,6 +493,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         }
         while !inFlight.isEmpty { await waitForSignal() }
         finishRound()
+        await drainRecords()
     }
 
     /// Feeds a watcher's events to `receive` until the stream ends.
