@@ -65,6 +65,7 @@ int ks_statx(int dirfd, const char *path, int empty_path, struct ks_stat *out) {
     out->has_btime = (sx.stx_mask & STATX_BTIME) ? 1 : 0;
     out->btime_sec = sx.stx_btime.tv_sec;
     out->btime_nsec = sx.stx_btime.tv_nsec;
+    out->nlink = sx.stx_nlink;
     return 0;
 }
 

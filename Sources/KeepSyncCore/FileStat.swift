@@ -47,6 +47,8 @@ public struct FileStat: Hashable, Sendable {
     public var inode: UInt64
     /// Birth time, where the file system reports one.
     public var birthTime: Timespec?
+    /// Hard-link count (1 when unknown).
+    public var links: UInt32 = 1
 
     /// A stat result.
     public init(kind: FileKind, mode: UInt32, size: UInt64, mtime: Timespec,

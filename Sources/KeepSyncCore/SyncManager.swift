@@ -207,6 +207,15 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if !fromExcluded, !toExcluded, !busy, pending[from] == nil {
             do {
                 if try engine.applyRename(from: from, to: to) {
+                    // What was pending below `from` is now below `to`.
+                    for (path, entry) in pending where path != from && path.isWithin(from) {
+                        pending[path] = nil
+                        if let moved = path.rebased(from: from, to: to) {
+                            var e = entry
+                            if let existing = pending[moved] { e.removal = e.removal || existing.removal }
+                            pending[moved] = e
+                        }
+                    }
                     if let parent = from.parent { directoriesToFix.insert(parent) }
                     if let parent = to.parent { directoriesToFix.insert(parent) }
                     enqueue(to, now: now, immediately: false)
@@ -284,7 +293,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             fullPasses += 1
         } catch {
             errors[.root] = "\(error)"
-            logger.error("full resync failed: \(error)")
+            logger.error("full resync failed: \(error); retrying")
+            enqueue(.root, now: clock.now, immediately: false)
         }
         startCopies()
     }
@@ -316,8 +326,14 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             for copy in summary.deferredCopies { queueCopy(copy) }
             if let parent = scope.parent { directoriesToFix.insert(parent) }
         } catch {
-            errors[scope] = "\(error)"
-            logger.error("\(scope.escaped): \(error)")
+            if (try? source.stat(scope)) ?? nil == nil || (error as? KeepSyncError)?.code == .notFound {
+                // Changing under our feet: try again once it settles.
+                logger.debug("\(scope.escaped): \(error); retrying")
+                enqueue(scope, now: clock.now, immediately: false)
+            } else {
+                errors[scope] = "\(error)"
+                logger.error("\(scope.escaped): \(error)")
+            }
         }
         startCopies()
     }
@@ -385,6 +401,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         case .success(let copied):
             errors[path] = nil
             if let copied {
+                if copied.source.links > 1 { queueOtherLinks(of: copied) }
                 engine.recordCopy(copied)
                 copiedFiles += 1
                 copiedBytes += copied.installed.size
@@ -393,8 +410,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
                 unflushed += 1
             }
         case .failure(let error):
-            if (try? source.stat(path)) ?? nil == nil {
+            let now = (try? source.stat(path)) ?? nil
+            if stopping {
+                logger.debug("\(path.escaped): copy abandoned on stop")
+            } else if now == nil || now?.kind != .regular {
+                // Vanished or replaced by another kind while copied: its events follow.
                 errors[path] = nil
+                enqueue(path, now: clock.now, immediately: false)
             } else {
                 errors[path] = (error as? KeepSyncError)?.message ?? "\(error)"
                 logger.error("\(path.escaped): \((error as? KeepSyncError)?.message ?? "\(error)")")
@@ -403,6 +425,15 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if let parent = path.parent { directoriesToFix.insert(parent) }
         if changedAgain { enqueue(path, now: clock.now, immediately: false) }
         if unflushed >= 256 { flushRecords() }
+    }
+
+    /// A hard-linked file written through one name changed under its other names too
+    /// (inotify reports only the name written through): queue those.
+    func queueOtherLinks(of copied: SyncEngine.CopyResult) {
+        for (path, r) in engine.records.records
+        where path != copied.path && r.device == copied.source.device && r.inode == copied.source.inode {
+            enqueue(path, now: clock.now, immediately: false)
+        }
     }
 
     /// Fixes directory attributes, appends records, wakes idle waiters.

@@ -39,6 +39,8 @@ public struct SyncScan: Sendable {
 
     /// Renames paired by identity (vanished path → new path).
     public var renames = 0
+    /// Directories that vanished while the scan walked them (not descended into).
+    public var vanished: [RelativePath] = []
     /// Special files met (FIFOs, sockets, devices).
     public var specialFiles: [RelativePath] = []
     /// Source paths visited that had a record.
@@ -127,7 +129,14 @@ public struct TreeScanner {
         guard let s, s.kind == .directory else { return }
 
         // Walk the directory's entries side by side.
-        let sourceEntries = try source.list(path)
+        let sourceEntries: [DirectoryEntry]
+        do { sourceEntries = try source.list(path) } catch let error as KeepSyncError
+            where path != scan.scope && (error.code == .notFound || error.code == .unsafePath) {
+            // The directory vanished (or became a link) while we walked: its own events
+            // will follow; the rest of the walk goes on.
+            scan.vanished.append(path)
+            return
+        }
         var mirrorEntries: [DirectoryEntry] = []
         if let m, m.kind == .directory { mirrorEntries = (try? mirror.list(path)) ?? [] }
         var mirrorByName: [[UInt8]: FileStat] = [:]

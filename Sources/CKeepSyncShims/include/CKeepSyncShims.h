@@ -18,6 +18,7 @@ struct ks_stat {
     int64_t btime_sec;
     uint32_t btime_nsec;
     int has_btime;
+    uint32_t nlink;
 };
 
 /* statx of dirfd/path without following a final symlink; path "" with fd for fstat. */

@@ -111,6 +111,7 @@ extension FileStat {
                   ctime: Timespec(seconds: st.ctime_sec, nanoseconds: Int64(st.ctime_nsec)),
                   device: st.dev, inode: st.ino,
                   birthTime: st.has_btime != 0 ? Timespec(seconds: st.btime_sec, nanoseconds: Int64(st.btime_nsec)) : nil)
+        links = st.nlink
     }
 
     /// Converts a Glibc `stat`.

@@ -1,0 +1,386 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `keepsync run` as a child process: status, live mirroring, signals, the lock.
+/// Every wait is a deadline poll; stderr goes to a file in the sandbox.
+@Suite(.serialized)
+struct RunCommandTests {
+    // MARK: Cases
+
+    @Test func theAgentSaysWatchingAndAFileWrittenInTheSourceAppearsCompleteInTheMirror() async throws {
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await Self.start(sandbox)
+        try await Self.expectMirrorConverges(sandbox, agent, "initial sync")
+
+        // Written in place, in several writes.
+        try FS.writeFile(sandbox.source / "new.txt", "new file\n")
+        try FS.mkdir(sandbox.source / "newdir")
+        try FS.writeFile(sandbox.source / "newdir/inner.bin", FS.pattern(count: 1 << 20, seed: 3))
+        try FS.append(sandbox.source / "newdir/inner.bin", FS.pattern(count: 2 << 20, seed: 4))
+        // Written outside and moved in: the source only ever holds one version, so the
+        // mirror may hold nothing or exactly that, never a part of it.
+        let expected = FS.pattern(count: 24 << 20, seed: 5)
+        try FS.writeFile(sandbox.root / "outside.bin", expected, mode: 0o640)
+        try FS.rename(sandbox.root / "outside.bin", sandbox.source / "moved-in.bin")
+
+        var sightings = 0
+        var torn: [String] = []
+        let converged = try await Self.eventually(timeout: .seconds(30)) {
+            if let info = FS.lstat(sandbox.mirror / "moved-in.bin") {
+                sightings += 1
+                if info.size != expected.count {
+                    torn.append("size \(info.size)")
+                } else if sightings == 1, let seen = try? FS.readFile(sandbox.mirror / "moved-in.bin"), seen != expected {
+                    torn.append("content differs at the first sighting")
+                }
+            }
+            return Self.mirrorDifferences(sandbox).isEmpty
+        }
+        #expect(torn.isEmpty, "the mirror showed an incomplete moved-in.bin: \(torn.prefix(5))")
+        #expect(converged, "mirror differs from source:\n\(Self.mirrorDifferences(sandbox).joined(separator: "\n"))\n\(agent.stderrText)")
+        #expect(try sandbox.strayTemporaryFiles().isEmpty)
+        try await Self.stop(agent, sandbox)
+    }
+
+    @Test func sigusr1RepairsAMirrorFileDeletedBehindTheAgentsBack() async throws {
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await Self.start(sandbox)
+        try await Self.expectMirrorConverges(sandbox, agent, "initial sync")
+
+        try FS.unlink(sandbox.mirror / "dir/file.txt")
+        // The agent watches the source only: a live change elsewhere does not bring it back.
+        try FS.writeFile(sandbox.source / "probe", "probe\n")
+        let probed = try await Self.eventually(timeout: .seconds(20)) { FS.exists(sandbox.mirror / "probe") }
+        try #require(probed, "probe never mirrored\n\(agent.stderrText)")
+        #expect(!FS.exists(sandbox.mirror / "dir/file.txt"), "repaired without SIGUSR1: the test proves nothing")
+
+        agent.send(SIGUSR1)
+        try await Self.expectMirrorConverges(sandbox, agent, "after SIGUSR1")
+        #expect(try FS.readFile(sandbox.mirror / "dir/file.txt") == bytes("hello world\n"))
+        #expect(agent.exitStatus == nil, "SIGUSR1 ended the agent\n\(agent.stderrText)")
+        try await Self.stop(agent, sandbox)
+    }
+
+    @Test func sighupPicksUpAChangedExcludeAndResyncs() async throws {
+        let sandbox = try Sandbox()
+        let config = sandbox.root / "keepsync.conf"
+        try FS.writeFile(config, "exclude = *.tmp\n")
+        try FS.writeFile(sandbox.source / "keep.txt", "keep\n")
+        try FS.writeFile(sandbox.source / "a.tmp", "scratch\n")
+        try FS.writeFile(sandbox.source / "pre.log", "logged before the reload\n")
+        try FS.writeFile(sandbox.source / "marker.txt", "marker\n")
+        let agent = try await Self.start(sandbox, ["--config", config])
+        try await Self.expectMirrorConverges(sandbox, agent, "initial sync", ignoring: [bytes("a.tmp")])
+        #expect(!FS.exists(sandbox.mirror / "a.tmp"), "*.tmp is excluded by the configuration file")
+        #expect(FS.exists(sandbox.mirror / "pre.log"))
+
+        try FS.writeFile(config, "exclude = *.tmp\nexclude = *.log\n")
+        // Only a full resync brings this back: it tells when the reload has been applied.
+        try FS.unlink(sandbox.mirror / "marker.txt")
+        agent.send(SIGHUP)
+        let resynced = try await Self.eventually(timeout: .seconds(20)) { FS.exists(sandbox.mirror / "marker.txt") }
+        try #require(resynced, "no full resync after SIGHUP\n\(agent.stderrText)")
+
+        try FS.writeFile(sandbox.source / "x.log", "must not be mirrored\n")
+        try FS.writeFile(sandbox.source / "x.txt", "must be mirrored\n")
+        try FS.writeFile(sandbox.source / "later.txt", "written after x.log\n")
+        let ignoring = [bytes("a.tmp"), bytes("x.log")]
+        try await Self.expectMirrorConverges(sandbox, agent, "after SIGHUP", ignoring: ignoring)
+        #expect(!FS.exists(sandbox.mirror / "x.log"), "x.log was mirrored although *.log is excluded since SIGHUP\n\(agent.stderrText)")
+        #expect(FS.exists(sandbox.mirror / "pre.log"), "what the mirror holds under a newly excluded path is left alone")
+        #expect(agent.exitStatus == nil, "SIGHUP ended the agent\n\(agent.stderrText)")
+        try await Self.stop(agent, sandbox)
+    }
+
+    @Test func anInvalidConfigurationOnSighupIsReportedAndTheAgentKeepsTheOldOne() async throws {
+        let sandbox = try Sandbox()
+        let config = sandbox.root / "keepsync.conf"
+        try FS.writeFile(config, "exclude = *.tmp\n")
+        try FS.writeFile(sandbox.source / "keep.txt", "keep\n")
+        let agent = try await Self.start(sandbox, ["--config", config])
+        try await Self.expectMirrorConverges(sandbox, agent, "initial sync")
+
+        try FS.writeFile(config, "exclude = *.tmp\nno_such_key = 1\n")
+        agent.send(SIGHUP)
+        let where_ = "\(FS.display(config)):2"
+        let reported = try await Self.eventually(timeout: .seconds(10)) {
+            agent.stderrLines.contains { $0.contains("keepsync: error:") && $0.contains(where_) }
+        }
+        #expect(reported, "no `keepsync: error:` line naming \(where_) on stderr:\n\(agent.stderrText)")
+        #expect(agent.poll() == nil, "the agent ended after an invalid configuration\n\(agent.stderrText)")
+
+        try FS.writeFile(sandbox.source / "after.tmp", "still excluded\n")
+        try FS.writeFile(sandbox.source / "after.txt", "still mirrored\n")
+        try await Self.expectMirrorConverges(sandbox, agent, "after the failed reload", ignoring: [bytes("after.tmp")])
+        #expect(!FS.exists(sandbox.mirror / "after.tmp"), "the old configuration (exclude = *.tmp) was not kept")
+        try await Self.stop(agent, sandbox)
+    }
+
+    @Test func sigtermDuringALargeCopyExitsPromptlyWithoutAPartialFile() async throws {
+        let sandbox = try Sandbox()
+        let agent = try await Self.start(sandbox)
+        let size = 1 << 30
+        try Self.writeStampedFile(sandbox.root / "big.bin", size: size)
+        try FS.rename(sandbox.root / "big.bin", sandbox.source / "big.bin")
+
+        let clock = ContinuousClock()
+        let copying = try await Self.eventually(timeout: .seconds(20), every: .milliseconds(1)) {
+            !(try sandbox.strayTemporaryFiles().isEmpty) || FS.exists(sandbox.mirror / "big.bin")
+        }
+        try #require(copying, "the copy never started\n\(agent.stderrText)")
+        try #require(!FS.exists(sandbox.mirror / "big.bin"), "the 1 GiB copy finished before it could be interrupted")
+        let signalled = clock.now
+        agent.send(SIGTERM)
+        let status = try await agent.waitForExit(timeout: .seconds(5))
+        let took = clock.now - signalled
+        print("RunCommandTests: SIGTERM during a 1 GiB copy: exit \(status.map(String.init) ?? "none") after \(took)")
+        #expect(status == 0, "exit \(status.map(String.init) ?? "none: still running after 5 s")\n\(agent.stderrText)")
+        if status == nil { agent.killNow(); _ = try await agent.waitForExit(timeout: .seconds(5)) }
+
+        if FS.exists(sandbox.mirror / "big.bin") {
+            #expect(try Self.sameContent(sandbox.source / "big.bin", sandbox.mirror / "big.bin"),
+                    "a partial big.bin is at its final name in the mirror")
+        }
+        let strays = try sandbox.strayTemporaryFiles()
+        #expect(strays.isEmpty, "temp files left in the mirror: \(strays.map(FS.display))")
+        #expect(Self.status(sandbox)?["state"] as? String == "stopped", "status.json: \(Self.statusText(sandbox))")
+
+        // The next start copies the file whole.
+        let again = try await Self.start(sandbox)
+        #expect(try Self.sameContent(sandbox.source / "big.bin", sandbox.mirror / "big.bin"), "big.bin after a restart")
+        try await Self.stop(again, sandbox)
+    }
+
+    @Test func aSecondRunOnTheSameStateExits3NamingTheFirstPID() async throws {
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await Self.start(sandbox)
+        let second = try ChildProcess.run(sandbox.binary, arguments: (["run"] + sandbox.paths).map(\.argumentBytes),
+                                          environment: sandbox.environment, timeout: .seconds(20))
+        #expect(second.status == 3, "\(second)")
+        #expect(second.errorLines.contains { $0.contains("\(agent.pid)") }, "the message does not name PID \(agent.pid): \(second)")
+        #expect(agent.poll() == nil, "the first agent ended\n\(agent.stderrText)")
+        try await Self.expectMirrorConverges(sandbox, agent, "first agent still mirroring")
+        try await Self.stop(agent, sandbox)
+    }
+
+    @Test func sigintExitsZeroAfterACleanDrain() async throws {
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await Self.start(sandbox)
+        try await Self.expectMirrorConverges(sandbox, agent, "initial sync")
+        try await Self.stop(agent, sandbox, signal: SIGINT)
+        try sandbox.expectMirrorEqualsSource()
+    }
+}
+
+// MARK: - Helpers
+
+extension RunCommandTests {
+    /// A `keepsync` child left running: stdin from /dev/null, stdout and stderr to files.
+    final class Agent {
+        let pid: pid_t
+        let stderrPath: [UInt8]
+        private(set) var exitStatus: Int32?
+
+        init(binary: [UInt8], arguments: [[UInt8]], environment: [String: String], stderrPath: [UInt8]) throws {
+            self.stderrPath = stderrPath
+            let argv = Self.cStrings([binary] + arguments)
+            let envp = Self.cStrings(environment.sorted { $0.key < $1.key }.map { Array("\($0.key)=\($0.value)".utf8) })
+            defer {
+                for p in argv { p?.deallocate() }
+                for p in envp { p?.deallocate() }
+            }
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            let outPath = stderrPath + Array(".stdout".utf8)
+            FS.withCPath(outPath) { _ = posix_spawn_file_actions_addopen(&actions, 1, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+            FS.withCPath(stderrPath) { _ = posix_spawn_file_actions_addopen(&actions, 2, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+            // Pipes other tests are creating right now must not leak into this long-lived child
+            // (glibc >= 2.34; Swift's Glibc module does not import the _np declaration).
+            if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
+            var pid: pid_t = 0
+            let rc = posix_spawn(&pid, argv[0]!, &actions, nil, argv, envp)
+            guard rc == 0 else { throw SpawnError(description: "posix_spawn keepsync: errno \(rc)") }
+            self.pid = pid
+        }
+
+        deinit { killNow() }
+
+        /// SIGKILL and reap, if still running.
+        func killNow() {
+            guard poll() == nil else { return }
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            exitStatus = 128 + SIGKILL
+        }
+
+        func send(_ signal: Int32) { kill(pid, signal) }
+
+        /// The exit status (128 + signal when killed) once ended, nil while running.
+        @discardableResult
+        func poll() -> Int32? {
+            if let exitStatus { return exitStatus }
+            var status: Int32 = 0
+            guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+            exitStatus = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            return exitStatus
+        }
+
+        func waitForExit(timeout: Duration) async throws -> Int32? {
+            _ = try await RunCommandTests.eventually(timeout: timeout, every: .milliseconds(5)) { self.poll() != nil }
+            return poll()
+        }
+
+        var stderrText: String {
+            "--- keepsync stderr ---\n" + String(decoding: (try? FS.readFile(stderrPath)) ?? [], as: UTF8.self)
+        }
+
+        var stderrLines: [String] {
+            String(decoding: (try? FS.readFile(stderrPath)) ?? [], as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+
+        typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        static let addCloseFrom: AddCloseFrom? = {
+            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
+            return unsafeBitCast(symbol, to: AddCloseFrom.self)
+        }()
+
+        private static func cStrings(_ list: [[UInt8]]) -> [UnsafeMutablePointer<CChar>?] {
+            list.map { bytes in
+                let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+                for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
+                p[bytes.count] = 0
+                return p
+            } + [nil]
+        }
+    }
+
+    /// Polls `condition` until it holds (true) or `timeout` passes (false).
+    static func eventually(timeout: Duration, every interval: Duration = .milliseconds(20),
+                           _ condition: () throws -> Bool) async throws -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while true {
+            if try condition() { return true }
+            if clock.now >= deadline { return false }
+            try await Task.sleep(for: interval)
+        }
+    }
+
+    /// `T/status.json` as an object, nil while absent or unreadable.
+    static func status(_ sandbox: Sandbox) -> [String: Any]? {
+        guard let data = try? FS.readFile(sandbox.state / "status.json") else { return nil }
+        return (try? JSONSerialization.jsonObject(with: Data(data))) as? [String: Any]
+    }
+
+    static func statusText(_ sandbox: Sandbox) -> String {
+        String(decoding: (try? FS.readFile(sandbox.state / "status.json")) ?? Array("(none)".utf8), as: UTF8.self)
+    }
+
+    /// Starts `keepsync run --source S --mirror M --state T` plus `extra`; returns once
+    /// status.json says watching.
+    static func start(_ sandbox: Sandbox, _ extra: [any CommandArgument] = []) async throws -> Agent {
+        let agent = try Agent(binary: sandbox.binary, arguments: (["run"] + sandbox.paths + extra).map(\.argumentBytes),
+                              environment: sandbox.environment, stderrPath: sandbox.root / "agent.stderr")
+        let watching = try await eventually(timeout: .seconds(30)) {
+            status(sandbox)?["state"] as? String == "watching" || agent.poll() != nil
+        }
+        try #require(watching && agent.poll() == nil,
+                     "the agent is not watching (exit \(agent.exitStatus.map(String.init) ?? "none")); status.json: \(statusText(sandbox))\n\(agent.stderrText)")
+        return agent
+    }
+
+    /// Sends `signal`, expects exit 0 within 5 s and status.json saying stopped.
+    static func stop(_ agent: Agent, _ sandbox: Sandbox, signal: Int32 = SIGTERM,
+                     sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        agent.send(signal)
+        let status = try await agent.waitForExit(timeout: .seconds(5))
+        #expect(status == 0, "exit \(status.map(String.init) ?? "none: still running 5 s after the signal")\n\(agent.stderrText)",
+                sourceLocation: sourceLocation)
+        if status == nil { agent.killNow() }
+        #expect(Self.status(sandbox)?["state"] as? String == "stopped", "status.json: \(statusText(sandbox))",
+                sourceLocation: sourceLocation)
+        let strays = try sandbox.strayTemporaryFiles()
+        #expect(strays.isEmpty, "temp files left in the mirror: \(strays.map(FS.display))", sourceLocation: sourceLocation)
+    }
+
+    /// Differences between the source (minus `ignoring`) and the mirror; empty when equal.
+    static func mirrorDifferences(_ sandbox: Sandbox, ignoring: [[UInt8]] = []) -> [String] {
+        do {
+            return try sandbox.sourceSnapshot().removing(ignoring).differences(to: try sandbox.mirrorSnapshot())
+        } catch {
+            return ["cannot snapshot: \(error)"]
+        }
+    }
+
+    /// Waits up to 30 s for the mirror to equal the source (minus `ignoring`) with nothing pending.
+    static func expectMirrorConverges(_ sandbox: Sandbox, _ agent: Agent, _ what: String, ignoring: [[UInt8]] = [],
+                                      sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let converged = try await eventually(timeout: .seconds(30)) {
+            mirrorDifferences(sandbox, ignoring: ignoring).isEmpty && (status(sandbox)?["pending"] as? NSNumber)?.intValue == 0
+        }
+        #expect(converged, "\(what): mirror differs from source:\n\(mirrorDifferences(sandbox, ignoring: ignoring).joined(separator: "\n"))\nstatus.json: \(statusText(sandbox))\n\(agent.stderrText)",
+                sourceLocation: sourceLocation)
+    }
+
+    /// `size` bytes in 1 MiB blocks of noise, each stamped with its index.
+    static func writeStampedFile(_ path: [UInt8], size: Int) throws {
+        var block = FS.pattern(count: 1 << 20, seed: 99)
+        let fd = FS.withCPath(path) { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        guard fd >= 0 else { throw FSError(call: "open", path: path, code: errno) }
+        defer { close(fd) }
+        var offset = 0
+        var index: UInt64 = 0
+        while offset < size {
+            withUnsafeBytes(of: index) { stamp in block.withUnsafeMutableBytes { $0.copyMemory(from: stamp) } }
+            let count = min(block.count, size - offset)
+            var done = 0
+            while done < count {
+                let n = block.withUnsafeBytes { write(fd, $0.baseAddress! + done, count - done) }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw FSError(call: "write", path: path, code: errno)
+                }
+                done += n
+            }
+            offset += count
+            index += 1
+        }
+    }
+
+    /// Byte-for-byte equality of two files, read in 1 MiB chunks.
+    static func sameContent(_ a: [UInt8], _ b: [UInt8]) throws -> Bool {
+        let fa = FS.withCPath(a) { open($0, O_RDONLY | O_CLOEXEC) }
+        guard fa >= 0 else { throw FSError(call: "open", path: a, code: errno) }
+        defer { close(fa) }
+        let fb = FS.withCPath(b) { open($0, O_RDONLY | O_CLOEXEC) }
+        guard fb >= 0 else { throw FSError(call: "open", path: b, code: errno) }
+        defer { close(fb) }
+        let chunk = 1 << 20
+        let ba = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        let bb = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { ba.deallocate(); bb.deallocate() }
+        func fill(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer) -> Int {
+            var got = 0
+            while got < chunk {
+                let n = read(fd, buffer.baseAddress! + got, chunk - got)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                got += n
+            }
+            return got
+        }
+        while true {
+            let na = fill(fa, ba), nb = fill(fb, bb)
+            if na != nb || memcmp(ba.baseAddress!, bb.baseAddress!, na) != 0 { return false }
+            if na < chunk { return true }
+        }
+    }
+}
