@@ -1,0 +1,54 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The agent at inotify's watch limit, in a private user namespace whose
+/// `user.max_inotify_watches` is lowered (the host's limit is left alone, so tests
+/// running in parallel are not starved).
+@Suite(.serialized)
+struct WatchLimitTests {
+    /// True when `unshare --user --map-root-user` works and the namespace limit is writable.
+    static let userNamespacesWork: Bool = {
+        guard access("/usr/bin/unshare", X_OK) == 0 else { return false }
+        return system("/usr/bin/unshare --user --map-root-user sh -c 'echo 5 > /proc/sys/user/max_inotify_watches' >/dev/null 2>&1") == 0
+    }()
+
+    @Test("directories beyond the watch limit are reported in status and still mirrored by a resync",
+          .enabled(if: userNamespacesWork, "needs unprivileged user namespaces (unshare --user) with a writable user.max_inotify_watches"))
+    func watchLimitIsReportedAndUnwatchedDirectoriesStillSync() async throws {
+        let sandbox = try Sandbox()
+        for i in 0..<10 {
+            try FS.mkdirs(sandbox.source / Array("d\(i)/sub".utf8))
+            try FS.writeFile(sandbox.source / Array("d\(i)/sub/first".utf8), "first \(i)")
+        }
+        let script = "echo 4 > /proc/sys/user/max_inotify_watches && exec \"$0\" \"$@\""
+        let arguments: [[UInt8]] = [Array("--user".utf8), Array("--map-root-user".utf8), Array("sh".utf8), Array("-c".utf8),
+                                    Array(script.utf8), sandbox.binary, Array("run".utf8)] + sandbox.paths.map(\.argumentBytes)
+        let agent = try RunCommandTests.Agent(binary: Array("/usr/bin/unshare".utf8), arguments: arguments,
+                                              environment: sandbox.environment, stderrPath: sandbox.root / "agent.stderr")
+        defer { agent.killNow() }
+        let watching = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+            RunCommandTests.status(sandbox)?["state"] as? String == "watching" || agent.poll() != nil
+        }
+        try #require(watching && agent.poll() == nil, "not watching: \(RunCommandTests.statusText(sandbox))\n\(agent.stderrText)")
+
+        // The initial pass mirrors everything, watched or not.
+        try sandbox.expectMirrorEqualsSource()
+        // The log names the sysctl; status says how many directories are unwatched.
+        #expect(agent.stderrLines.contains { $0.contains("fs.inotify.max_user_watches") }, "\(agent.stderrText)")
+        let reported = try await RunCommandTests.eventually(timeout: .seconds(10)) {
+            RunCommandTests.statusText(sandbox).contains("directories are not watched")
+        }
+        #expect(reported, "status.json: \(RunCommandTests.statusText(sandbox))")
+
+        // Changes in unwatched directories arrive with the next full resync.
+        for i in 0..<10 { try FS.writeFile(sandbox.source / Array("d\(i)/sub/second".utf8), "second \(i)") }
+        agent.send(SIGUSR1)
+        let converged = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+            RunCommandTests.mirrorDifferences(sandbox).isEmpty
+        }
+        #expect(converged, "\(RunCommandTests.mirrorDifferences(sandbox))\n\(agent.stderrText)")
+        agent.send(SIGTERM)
+        #expect(try await agent.waitForExit(timeout: .seconds(10)) == 0)
+    }
+}
