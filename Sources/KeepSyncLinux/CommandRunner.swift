@@ -32,6 +32,19 @@ public struct CommandRunner: Sendable {
         }
     }
 
+    /// The process's arguments (without argv[0]) as raw bytes: argv need not be UTF-8.
+    public static func processArguments() -> [[UInt8]] {
+        (1..<Int(CommandLine.argc)).compactMap { i in
+            CommandLine.unsafeArgv[i].map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) }
+        }
+    }
+
+    /// Runs `keepsync` with the process's arguments and environment, then exits.
+    public static func main() -> Never {
+        let code = CommandRunner(arguments: processArguments(), environment: ProcessInfo.processInfo.environment).run()
+        exit(code.rawValue)
+    }
+
     /// Runs the command and returns its exit code.
     public func run() -> ExitCode {
         if arguments.isEmpty {
