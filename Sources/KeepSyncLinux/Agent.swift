@@ -158,8 +158,10 @@ actor Agent {
     }
 
     func reloadConfiguration() async {
-        notifier.reloading()
-        defer { notifier.ready() }
+        // Before the first READY=1 systemd is still starting us: no reload to announce.
+        let announce = readySent
+        if announce { notifier.reloading() }
+        defer { if announce { notifier.ready() } }
         let fresh: CommandRunner.Settings
         do { fresh = try reload() } catch {
             logger.error("configuration not reloaded, keeping the old one: \((error as? KeepSyncError)?.description ?? "\(error)")")

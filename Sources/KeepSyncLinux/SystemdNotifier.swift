@@ -47,7 +47,8 @@ public final class SystemdNotifier: Sendable {
     /// Sends `WATCHDOG=1`.
     public func watchdog() { send("WATCHDOG=1") }
 
-    /// Sends one datagram; errors are ignored (systemd may be gone).
+    /// Sends one datagram without blocking; errors are ignored (systemd may be gone, or
+    /// a socket nobody reads may be full: the agent must never wait on it).
     public func send(_ message: String) {
         guard let address else { return }
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -69,7 +70,7 @@ public final class SystemdNotifier: Sendable {
         _ = payload.withUnsafeBytes { buf in
             withUnsafePointer(to: &addr) { p in
                 p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                    sendto(fd, buf.baseAddress, buf.count, Int32(MSG_NOSIGNAL), sa, socklen_t(length))
+                    sendto(fd, buf.baseAddress, buf.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT), sa, socklen_t(length))
                 }
             }
         }
