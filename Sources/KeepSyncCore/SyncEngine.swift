@@ -356,7 +356,11 @@ public final class SyncEngine {
                         results[s.path] = Result { try copyFile(s.path, source: source, mirror: mirror, logger: logger) }
                         continue
                     }
-                    results[s.path] = Result { CopyResult(path: s.path, source: s.source, installed: try mirror.publish(s)) }
+                    results[s.path] = Result {
+                        let installed = try mirror.publish(s)
+                        logger.debug("copied \(s.path.escaped) (\(installed.size) bytes)")
+                        return CopyResult(path: s.path, source: s.source, installed: installed)
+                    }
                 }
             } catch {
                 for s in staged where results[s.path] == nil {
