@@ -227,7 +227,7 @@ actor Agent {
         writeStatus(state: current, snapshot: snapshot, extraErrors: extra, force: force)
         var line: String
         switch current {
-        case "watching": line = "watching \(Agent.grouped(snapshot.files)) files, \(snapshot.pending) pending"
+        case "watching": line = "watching \(Agent.grouped(snapshot.files)) file\(snapshot.files == 1 ? "" : "s"), \(snapshot.pending) pending"
         case "syncing": line = !readySent ? "initial sync: \(Agent.grouped(snapshot.copiedFiles)) files copied, \(snapshot.pending) pending" : "resyncing, \(snapshot.pending) pending"
         default: line = current
         }

@@ -56,7 +56,8 @@ public struct CommandRunner: Sendable {
             fail(error, foreground: LogSink.stderrIsTerminal || arguments.contains(Array("--foreground".utf8)))
             return .usage
         }
-        let foreground = invocation.foreground ?? LogSink.stderrIsTerminal
+        // Under systemd (JOURNAL_STREAM set) lines carry journald priorities, never decoration.
+        let foreground = invocation.foreground ?? (LogSink.stderrIsTerminal && environment["JOURNAL_STREAM"] == nil)
         do {
             switch invocation.command {
             case .help:
