@@ -105,7 +105,11 @@ public struct Planner: Sendable {
         case .symlink:
             if let mirror = s.mirror, mirror.kind == .symlink, let target = s.sourceLink, s.mirrorLink == target {
                 let record = FileRecord(path: path, source: source, linkTarget: target, mirrorInode: mirror.inode)
-                return s.record == record ? [] : [.updateRecord(record)]
+                var actions: [SyncAction] = []
+                // A link's own mtime (touch -h) is mirrored too.
+                if mirror.mtime != source.mtime { actions.append(.setAttributes(path, mode: nil, mtime: source.mtime)) }
+                if s.record != record { actions.append(.updateRecord(record)) }
+                return actions
             }
             return replaceFirst + [.makeSymlink(path, target: s.sourceLink ?? [])]
         case .regular:
