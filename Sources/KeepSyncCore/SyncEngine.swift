@@ -227,7 +227,7 @@ public final class SyncEngine {
             }
         }
         commitBatch(&summary)
-        for dir in refix.sorted(by: { $0.depth > $1.depth }) where !isBlocked(dir) {
+        for dir in refix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) where !isBlocked(dir) {
             do { try fixDirectory(dir) } catch { report(error, path: dir, into: &summary) }
         }
         // Forget records of paths the scan no longer found (only when nothing was held or blocked).

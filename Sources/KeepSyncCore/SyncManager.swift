@@ -439,7 +439,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Fixes directory attributes, appends records, wakes idle waiters.
     func finishRound() {
         if inFlight.isEmpty && copyQueue.isEmpty {
-            for dir in directoriesToFix.sorted(by: { $0.depth > $1.depth }) {
+            for dir in directoriesToFix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) {
                 do { try engine.fixDirectory(dir) } catch { logger.debug("\(dir.escaped): \(error)") }
             }
             directoriesToFix.removeAll()
