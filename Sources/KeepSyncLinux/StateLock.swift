@@ -18,13 +18,23 @@ public final class StateLock {
             throw KeepSyncError(error.code, "cannot lock \(HostPaths.display(path)): \(error.text)")
         }
         guard locked else {
-            let text = (try? fd.readAll()).map { String(decoding: $0, as: UTF8.self) } ?? ""
-            let pid = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            // The holder writes its PID right after locking: give it a moment.
+            var pid = ""
+            for _ in 0..<50 {
+                _ = lseek(fd.rawValue, 0, SEEK_SET)
+                let text = (try? fd.readAll()).map { String(decoding: $0, as: UTF8.self) } ?? ""
+                pid = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                if let n = Int32(pid), kill(n, 0) == 0 || errno == EPERM { break }
+                pid = ""
+                usleep(10_000)
+            }
             fd.close()
             throw KeepSyncError(.unsafe, "another keepsync (pid \(pid.isEmpty ? "unknown" : pid)) holds the state directory \(HostPaths.display(stateDirectory))")
         }
-        try? fd.truncate(0)
-        try? fd.writeAll(Array("\(getpid())\n".utf8))
+        // Overwrite in place, then cut: the file is never seen empty by a loser.
+        let text = Array("\(getpid())\n".utf8)
+        _ = text.withUnsafeBytes { pwrite(fd.rawValue, $0.baseAddress, $0.count, 0) }
+        try? fd.truncate(UInt64(text.count))
     }
 
     /// Releases the lock.

@@ -209,20 +209,40 @@ struct SafetyUnderStressTests {
         }
     }
 
-    /// Minimal regression test for BUG lock-pid-race: fails while `StateLock` writes its PID
-    /// only after `flock` succeeded, so that a contender can read an empty file.
+    /// Minimal regression test for BUG lock-pid-race: `StateLock` takes the `flock` first and
+    /// writes its PID after, so a contender that loses in between reads an empty (or the
+    /// previous holder's) PID. Three agents start at once, up to 40 times; every loser must
+    /// name the one that runs. A race, so it fails in most runs, not all, until fixed.
     @Test func regressionTheLoserOfASimultaneousStartNamesTheHoldersPid() async throws {
         let sandbox = try Sandbox()
         try FS.writeFile(sandbox.source / "file", "data\n")
-        for trial in 1...20 {
-            let (a, b) = try await Self.startTwoAtOnce(sandbox, trial: trial)
-            let (winner, loser) = a.poll() == nil ? (a, b) : (b, a)
-            let named = loser.exitStatus == 3 && loser.stderrLines.contains { $0.contains("pid \(winner.pid))") }
-            winner.send(SIGTERM)
-            _ = try await winner.waitForExit(timeout: .seconds(10))
-            winner.killNow()
-            if !named {
-                Issue.record("trial \(trial): the agent that lost the lock to PID \(winner.pid) exited \(loser.exitStatus.map(String.init) ?? "-") with: \(loser.stderrLines)")
+        let arguments = ((["run"] as [any CommandArgument]) + sandbox.paths).map(\.argumentBytes)
+        for trial in 1...40 {
+            let agents = try (0..<3).map { i in
+                try RunCommandTests.Agent(binary: sandbox.binary, arguments: arguments, environment: sandbox.environment,
+                                          stderrPath: sandbox.root / "race-\(trial)-\(i).stderr")
+            }
+            let settled = try await RunCommandTests.eventually(timeout: .seconds(20), every: .milliseconds(5)) {
+                agents.filter { $0.poll() != nil }.count >= 2
+            }
+            let running = agents.filter { $0.poll() == nil }
+            var wrong: [String] = []
+            if settled, running.count == 1, let winner = running.first {
+                for loser in agents where loser !== winner {
+                    if loser.exitStatus != 3 || !loser.stderrLines.contains(where: { $0.contains("pid \(winner.pid))") }) {
+                        wrong.append("exit \(loser.exitStatus.map(String.init) ?? "-"): \(loser.stderrLines)")
+                    }
+                }
+            } else {
+                wrong.append("\(running.count) of 3 agents running")
+            }
+            for agent in running { agent.send(SIGTERM) }
+            for agent in running {
+                _ = try await agent.waitForExit(timeout: .seconds(10))
+                agent.killNow()
+            }
+            if !wrong.isEmpty {
+                Issue.record("trial \(trial): agents that lost the lock to PID \(running.first?.pid ?? 0): \(wrong)")
                 return
             }
         }
