@@ -1,0 +1,408 @@
+import KeepSyncTestSupport
+import Synchronization
+@testable import KeepSyncCore
+
+/// The simulated process's life: a crash can be armed to happen at the k-th "crash point"
+/// from now (every mutating mirror call and every store append or compaction). From that
+/// point on the process is dead: no further mirror change or store append takes effect,
+/// as after `kill -9`, until the driver throws the manager away and restarts.
+final class SimulationPower: Sendable {
+    enum Reach { case alive, crashesNow, dead }
+
+    private struct State {
+        var remaining: Int?
+        var crashed = false
+        var points = 0
+        var lastPoint = ""
+        var rng: SimulationRandom
+    }
+
+    private let state: Mutex<State>
+
+    init(seed: UInt64) { state = Mutex(State(rng: SimulationRandom(seed: seed, stream: 3))) }
+
+    /// Crashes at the `k`-th crash point from now (k ≥ 1).
+    func arm(after k: Int) { state.withLock { $0.remaining = k } }
+
+    func disarm() { state.withLock { $0.remaining = nil } }
+
+    var isArmed: Bool { state.withLock { $0.remaining != nil } }
+
+    var crashed: Bool { state.withLock { $0.crashed } }
+
+    /// Where the crash happened.
+    var lastPoint: String { state.withLock { $0.lastPoint } }
+
+    /// A new process after a restart.
+    func revive() {
+        state.withLock {
+            $0.crashed = false
+            $0.remaining = nil
+        }
+    }
+
+    /// Called at each crash point, before the operation.
+    func reach(_ what: @autoclosure () -> String) -> Reach {
+        state.withLock { s in
+            if s.crashed { return .dead }
+            s.points += 1
+            guard let r = s.remaining else { return .alive }
+            if r > 1 {
+                s.remaining = r - 1
+                return .alive
+            }
+            s.remaining = nil
+            s.crashed = true
+            s.lastPoint = what()
+            return .crashesNow
+        }
+    }
+
+    /// A coin of the crash's own stream (what a torn operation left behind).
+    func coin() -> Bool { state.withLock { $0.rng.chance(0.5) } }
+
+    /// A random number of the crash's own stream.
+    func draw(_ bound: Int) -> Int { state.withLock { $0.rng.below(bound) } }
+}
+
+/// Injected errors: each (operation, path, occurrence) gets a fault or not from a hash of
+/// the seed, so the answer does not depend on the order in which the product asks.
+final class SimulationFaults: Sendable {
+    private struct State {
+        var active = false
+        var mirrorProbability = 0.0
+        var sourceProbability = 0.0
+        var occurrences: [String: UInt64] = [:]
+        var fired: [String] = []
+        var total = 0
+    }
+
+    /// The injected errno values and the codes the errno table maps them to.
+    static let errnos: [(name: String, errno: Int32, code: KeepSyncError.Code)] = [
+        ("ENOSPC", 28, .noSpace), ("EIO", 5, .io), ("EACCES", 13, .permissionDenied), ("ENOENT", 2, .notFound),
+    ]
+
+    private let state = Mutex(State())
+    let seed: UInt64
+
+    init(seed: UInt64) { self.seed = seed }
+
+    func configure(mirror: Double, source: Double) {
+        state.withLock {
+            $0.mirrorProbability = mirror
+            $0.sourceProbability = source
+        }
+    }
+
+    var active: Bool {
+        get { state.withLock { $0.active } }
+        set { state.withLock { $0.active = newValue } }
+    }
+
+    /// Faults fired since the last call, in firing order.
+    func takeFired() -> [String] {
+        state.withLock { s in
+            defer { s.fired.removeAll() }
+            return s.fired
+        }
+    }
+
+    var total: Int { state.withLock { $0.total } }
+
+    /// The mirror's failure hook: any operation, any of the four errnos.
+    func mirror(_ op: String, _ path: RelativePath) -> KeepSyncError? {
+        decide(side: "mirror", op: op, path: path, errnos: Self.errnos)
+    }
+
+    /// The source's failure hook: reads only (the workload's own renames never fail),
+    /// with an unreadable file or directory (EACCES) or a disk error (EIO).
+    func source(_ op: InMemoryTree.Operation, _ path: RelativePath) -> KeepSyncError? {
+        guard op == .open || op == .list else { return nil }
+        return decide(side: "source", op: op.rawValue, path: path, errnos: [Self.errnos[1], Self.errnos[2]])
+    }
+
+    private func decide(side: String, op: String, path: RelativePath,
+                        errnos: [(name: String, errno: Int32, code: KeepSyncError.Code)]) -> KeepSyncError? {
+        state.withLock { s in
+            guard s.active else { return nil }
+            let p = side == "mirror" ? s.mirrorProbability : s.sourceProbability
+            guard p > 0 else { return nil }
+            let key = side + "/" + op + "/" + path.escaped
+            let n = s.occurrences[key, default: 0]
+            s.occurrences[key] = n + 1
+            let words = [seed, SimulationRandom.fold(Array(key.utf8)), n]
+            guard SimulationRandom.hashUnit(words) < p else { return nil }
+            let e = errnos[Int(SimulationRandom.hashUnit(words + [1]) * Double(errnos.count))]
+            s.fired.append("\(side) \(op) \(path.escaped) \(e.name)")
+            s.total += 1
+            return KeepSyncError(e.code, "\(op): injected \(e.name)", path: path, errno: e.errno)
+        }
+    }
+}
+
+/// Another process writing a source file while keepsync copies it: when asked at the
+/// start of a copy (after the source was opened), sometimes appends to the file.
+final class SimulationInterference: Sendable {
+    struct Write {
+        var path: RelativePath
+        var description: String
+        var events: [WatchEvent]
+    }
+
+    private struct State {
+        var probability = 0.0
+        var rng: SimulationRandom
+        var tag = 0
+        var writes: [Write] = []
+    }
+
+    private let state: Mutex<State>
+    let source: InMemoryTree
+
+    init(seed: UInt64, source: InMemoryTree) {
+        self.source = source
+        state = Mutex(State(rng: SimulationRandom(seed: seed, stream: 4)))
+    }
+
+    var probability: Double {
+        get { state.withLock { $0.probability } }
+        set { state.withLock { $0.probability = newValue } }
+    }
+
+    /// Called when a copy of `path` starts: maybe rewrite the source file now.
+    func copyStarts(_ path: RelativePath) {
+        state.withLock { s in
+            guard s.probability > 0, s.rng.chance(s.probability),
+                  let node = source.node(path), node.kind == .regular else { return }
+            s.tag += 1
+            let extra = Array("+w\(s.tag);".utf8)
+            source.writeFile(path, node.content + extra, mode: node.mode)
+            s.writes.append(Write(path: path, description: "concurrent append \(path.escaped) (+\(extra.count) bytes)",
+                                  events: [.changed(path), .closedAfterWrite(path)]))
+        }
+    }
+
+    /// The writes made since the last call.
+    func take() -> [Write] {
+        state.withLock { s in
+            defer { s.writes.removeAll() }
+            return s.writes
+        }
+    }
+}
+
+/// The mirror as the product sees it: an `InMemoryTree` (whose own failure hook injects
+/// the faults) behind the crash points, with what a crash in the middle of a copy
+/// leaves behind (a temp file holding part of the data), faults on `publish` (which the
+/// tree's hook does not see) and the concurrent writer.
+final class SimulationMirror: FileAccessorProviding {
+    let tree: InMemoryTree
+    let power: SimulationPower
+    let faults: SimulationFaults
+    let interference: SimulationInterference
+
+    /// Where each mutating call is written in verbose runs.
+    let log: SimulationLog?
+
+    init(tree: InMemoryTree, power: SimulationPower, faults: SimulationFaults, interference: SimulationInterference,
+         log: SimulationLog? = nil) {
+        self.tree = tree
+        self.power = power
+        self.faults = faults
+        self.interference = interference
+        self.log = log
+    }
+
+    private func dead(_ path: RelativePath) -> KeepSyncError {
+        KeepSyncError(.io, "the process was killed", path: path)
+    }
+
+    /// Passes when alive; throws when dead (after leaving debris when `debris` is given).
+    private func gate(_ op: String, _ path: RelativePath, debris: (() -> Void)? = nil) throws {
+        log?.append("  mirror \(op) \(path.escaped)")
+        switch power.reach("\(op) \(path.escaped)") {
+        case .alive: return
+        case .crashesNow:
+            if let debris, power.coin() { debris() }
+            throw dead(path)
+        case .dead: throw dead(path)
+        }
+    }
+
+    /// A temp file of a copy killed half way: part of the data (or zeros), mode 0600.
+    private func leaveTemporary(for path: RelativePath, from source: any SourceFile) {
+        guard let parent = path.parent, tree.node(parent)?.kind == .directory else { return }
+        var name = Array(".keepsync-tmp-e".utf8)
+        let hex = Array("0123456789abcdef".utf8)
+        for _ in 0..<15 { name.append(hex[power.draw(16)]) }
+        let data = (try? source.read(upTo: Int(source.stat.size))) ?? []
+        let cut = power.draw(data.count + 1)
+        let bytes = power.coin() ? Array(data.prefix(cut)) : [UInt8](repeating: 0, count: data.count)
+        tree.writeFile(parent.appending(name), bytes, mode: 0o600, mtime: Timespec(seconds: 0, nanoseconds: 0))
+    }
+
+    // MARK: Reads
+
+    func stat(_ path: RelativePath) throws -> FileStat? { try tree.stat(path) }
+    func list(_ directory: RelativePath) throws -> [DirectoryEntry] { try tree.list(directory) }
+    func readLink(_ path: RelativePath) throws -> [UInt8] { try tree.readLink(path) }
+    func open(_ path: RelativePath) throws -> any SourceFile { try tree.open(path) }
+
+    // MARK: Writes
+
+    func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat {
+        try gate("install", path) { self.leaveTemporary(for: path, from: source) }
+        interference.copyStarts(path)
+        return try tree.install(path, from: source)
+    }
+
+    func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile {
+        try gate("stage", path) { self.leaveTemporary(for: path, from: source) }
+        interference.copyStarts(path)
+        return try tree.stage(path, from: source)
+    }
+
+    func barrier() throws {
+        try gate("barrier", .root)
+        try tree.barrier()
+    }
+
+    func publish(_ staged: StagedFile) throws -> FileStat {
+        try gate("publish", staged.path)
+        if let error = faults.mirror("publish", staged.path) {
+            // As `renameat` failing in the real accessor: the temp file is unlinked.
+            tree.discard(staged)
+            throw error
+        }
+        return try tree.publish(staged)
+    }
+
+    func discard(_ staged: StagedFile) {
+        // A dead process unlinks nothing: the temp file stays for the next start's sweep.
+        guard case .alive = power.reach("discard \(staged.path.escaped)") else { return }
+        tree.discard(staged)
+    }
+
+    func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
+        try gate("makeDirectory", path)
+        return try tree.makeDirectory(path, mode: mode)
+    }
+
+    func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
+        try gate("makeSymlink", path)
+        return try tree.makeSymlink(path, target: target, mtime: mtime)
+    }
+
+    func remove(_ path: RelativePath) throws {
+        try gate("remove", path)
+        try tree.remove(path)
+    }
+
+    func rename(_ from: RelativePath, to: RelativePath) throws {
+        try gate("rename", from)
+        log?.append("  mirror   → \(to.escaped)")
+        try tree.rename(from, to: to)
+    }
+
+    func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
+        try gate("setAttributes", path)
+        log?.append("  mirror   mode \(mode.map { String($0, radix: 8) } ?? "-") mtime \(mtime.map { "\($0.seconds)" } ?? "-")")
+        try tree.setAttributes(path, mode: mode, mtime: mtime)
+    }
+}
+
+/// The record store behind the crash points. `InMemoryStore` is durable per `apply`
+/// (the contract: an append is fsynced before it returns), so a crash loses exactly the
+/// batches not yet appended. Keeps the batches since the last compaction so that a
+/// damaged store (a torn tail) can be modelled as losing the last few.
+final class SimulationStore: BookmarkStorageProviding {
+    let durable: InMemoryStore
+    let power: SimulationPower
+    private let log = Mutex<(base: RecordSet, batches: [[RecordChange]])>((RecordSet(), []))
+
+    init(durable: InMemoryStore, power: SimulationPower) {
+        self.durable = durable
+        self.power = power
+    }
+
+    func load() throws -> RecordSet { try durable.load() }
+
+    func apply(_ changes: [RecordChange]) throws {
+        switch power.reach("store append (\(changes.count) changes)") {
+        case .alive: break
+        case .crashesNow:
+            // Killed right after the append's fsync, or right before it.
+            if power.coin() { try append(changes) }
+            throw KeepSyncError(.io, "the process was killed")
+        case .dead: throw KeepSyncError(.io, "the process was killed")
+        }
+        try append(changes)
+    }
+
+    private func append(_ changes: [RecordChange]) throws {
+        try durable.apply(changes)
+        log.withLock { $0.batches.append(changes) }
+    }
+
+    func compact(_ set: RecordSet) throws {
+        switch power.reach("store compaction") {
+        case .alive: break
+        case .crashesNow:
+            // The snapshot's rename either happened or not.
+            if power.coin() { try replace(set) }
+            throw KeepSyncError(.io, "the process was killed")
+        case .dead: throw KeepSyncError(.io, "the process was killed")
+        }
+        try replace(set)
+    }
+
+    private func replace(_ set: RecordSet) throws {
+        try durable.compact(set)
+        log.withLock { $0 = (set, []) }
+    }
+
+    /// Damage: the last `lost` batches of the log are torn off (a torn tail is detected
+    /// and discarded); returns how many were lost.
+    func tearTail(_ lost: Int) -> Int {
+        let (set, dropped) = log.withLock { l -> (RecordSet, Int) in
+            let keep = max(0, l.batches.count - lost)
+            var set = l.base
+            for batch in l.batches.prefix(keep) { for c in batch { set.apply(c) } }
+            let dropped = l.batches.count - keep
+            l = (set, [])
+            return (set, dropped)
+        }
+        var damaged = set
+        damaged.wasDamaged = dropped > 0
+        try? durable.compact(damaged)
+        return dropped
+    }
+}
+
+/// A concurrent copy executor whose work the driver runs, one item at a time, in an
+/// order the seed chooses: copies in flight while events arrive, deterministically.
+final class SimulationCopies: Sendable {
+    private let works = Mutex<[@Sendable () -> Void]>([])
+
+    func executor(limit: Int) -> CopyExecutor {
+        CopyExecutor(limit: limit, isInline: false) { [self] work in works.withLock { $0.append(work) } }
+    }
+
+    var count: Int { works.withLock { $0.count } }
+
+    /// Takes the `index`-th held work item out.
+    func take(_ index: Int) -> (@Sendable () -> Void)? {
+        works.withLock { w in index < w.count ? w.remove(at: index) : nil }
+    }
+
+    /// The process died: copies not started never run.
+    func discardAll() { works.withLock { $0.removeAll() } }
+}
+
+extension SyncManager {
+    /// The engine's in-memory records (white-box, for the simulation's checks).
+    func simulationRecords() -> RecordSet { engine.records }
+
+    /// Copy work items handed to the executor and not finished.
+    func simulationWorkers() -> Int { workers }
+}

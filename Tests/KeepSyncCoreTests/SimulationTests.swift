@@ -1,0 +1,193 @@
+import Foundation
+import KeepSyncTestSupport
+import Synchronization
+import Testing
+@testable import KeepSyncCore
+
+/// The deterministic simulation (Dropbox's CanopyCheck/Trinity idea): per seed, random
+/// operations on an in-memory source; the watcher's events delivered to the real
+/// SyncManager (real SyncEngine, Planner and records) in random batches, with overflow
+/// drops, injected ENOSPC/EIO/EACCES/ENOENT, a writer racing the copies, and crashes at any
+/// mirror or store operation followed by a restart from the stored records. I2, I4 and I5
+/// are checked after every step; I1, I3, I5 and I7 once the source is quiet.
+///
+/// `KEEPSYNC_SIM_SEEDS=N` runs N seeds (default 2,000), `KEEPSYNC_SIM_SEED=S` runs one and
+/// prints its trace; `KEEPSYNC_SIM_STEPS=K` overrides the steps per seed (to shrink a
+/// failure). A failing seed prints the command that replays it.
+@Suite("Simulation")
+struct SimulationTests {
+    static let defaultSeeds = 2_000
+
+    /// Seeds that hit a reported, not yet fixed product bug that cannot be recognised from
+    /// the run itself, with the bug's name; the main run skips them.
+    static let knownBugSeeds: [UInt64: String] = [:]
+
+    /// Bug C (reported, not fixed): with the concurrent executor a record append that fails
+    /// (an injected fault on its syncfs barrier) is dropped and never retried, so the store
+    /// lacks or contradicts records the manager holds (I5 after convergence). A seed hits
+    /// it when it failed such an append (the product logs "cannot write records") and its
+    /// only violations are those store/memory differences; it is then a known issue rather
+    /// than a failure. (In the default range today: seeds 43, 105, 157, 722, 786, 1008,
+    /// 1479, 1500 and 1976, and others as the product changes.) Remove once fixed.
+    static func onlyBugC(_ o: SimulationRun.Outcome) -> Bool {
+        o.stats["bugCTrigger"] != nil && o.violations.allSatisfy {
+            $0.hasPrefix("I5:") && ($0.contains("stored record") || $0.contains("no stored record") || $0.contains("stored records differ"))
+        }
+    }
+
+    /// The minimal seeds (and steps) of the bugs found, replayed by SimulationRegressionTests.
+    static let bugASeed: (seed: UInt64, steps: Int) = (618, 1)    // fixed in 89099e1
+    static let bugBSeed: (seed: UInt64, steps: Int) = (472, 1)    // with KEEPSYNC_SIM_BUGS=excludedEntryMtime
+    static let bugCSeed: (seed: UInt64, steps: Int) = (7931, 3)
+
+    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    static var steps: Int? { environment["KEEPSYNC_SIM_STEPS"].flatMap { Int($0) } }
+
+    static func seconds(_ d: Duration) -> String {
+        let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
+        return "\(ms / 1000).\(String(ms % 1000 + 1000).dropFirst())"
+    }
+
+    static func replay(_ seed: UInt64) -> String {
+        let steps = self.steps.map { "KEEPSYNC_SIM_STEPS=\($0) " } ?? ""
+        let bugs = environment["KEEPSYNC_SIM_BUGS"].map { "KEEPSYNC_SIM_BUGS=\($0) " } ?? ""
+        return "replay: KEEPSYNC_SIM_SEED=\(seed) \(steps)\(bugs)swift test --filter SimulationTests"
+    }
+
+    /// Runs seeds on all cores; returns the outcomes in seed order.
+    /// `KEEPSYNC_SIM_BUGS=excludedEntryMtime` turns a known bug's trigger back on.
+    static var triggers: Set<SimulationWorkload.KnownBug> {
+        Set((environment["KEEPSYNC_SIM_BUGS"] ?? "").split(separator: ",").compactMap { SimulationWorkload.KnownBug(rawValue: String($0)) })
+    }
+
+    static func runSeeds(_ seeds: [UInt64], steps: Int?, verbose: Bool = false,
+                         triggers: Set<SimulationWorkload.KnownBug> = triggers) async -> [SimulationRun.Outcome] {
+        let width = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
+        var outcomes: [SimulationRun.Outcome] = []
+        outcomes.reserveCapacity(seeds.count)
+        await withTaskGroup(of: SimulationRun.Outcome.self) { group in
+            var next = 0
+            func add() {
+                guard next < seeds.count else { return }
+                let seed = seeds[next]
+                next += 1
+                group.addTask { await SimulationRun(seed: seed, steps: steps, verbose: verbose, triggers: triggers).run() }
+            }
+            for _ in 0..<width { add() }
+            while let outcome = await group.next() {
+                outcomes.append(outcome)
+                add()
+            }
+        }
+        return outcomes.sorted { $0.seed < $1.seed }
+    }
+
+    @Test("every seed keeps the invariants: no torn or foreign file, source untouched, true records, convergence")
+    func seeds() async {
+        let env = Self.environment
+        let seeds: [UInt64]
+        var single = false
+        if let one = env["KEEPSYNC_SIM_SEED"].flatMap({ UInt64($0) }) {
+            seeds = [one]
+            single = true
+        } else {
+            let n = env["KEEPSYNC_SIM_SEEDS"].flatMap { Int($0) } ?? Self.defaultSeeds
+            // The first n seeds that hit no known bug.
+            var list: [UInt64] = []
+            var seed: UInt64 = 0
+            while list.count < n {
+                if Self.knownBugSeeds[seed] == nil { list.append(seed) }
+                seed += 1
+            }
+            seeds = list
+        }
+        let started = ContinuousClock.now
+        let outcomes = await Self.runSeeds(seeds, steps: Self.steps, verbose: single && env["KEEPSYNC_SIM_VERBOSE"] != nil)
+        let elapsed = ContinuousClock.now - started
+
+        var totals: [String: Int] = [:]
+        for o in outcomes { for (k, v) in o.stats { totals[k, default: 0] += v } }
+        // One fingerprint of every trace: equal across processes when replays are exact.
+        var digest: UInt64 = 0
+        for o in outcomes {
+            var one: UInt64 = 0
+            for line in o.trace { one = SimulationRandom.mix(one ^ SimulationRandom.fold(Array(line.utf8))) }
+            if env["KEEPSYNC_SIM_LIST"] != nil { print("seed \(o.seed) trace \(String(one, radix: 16)) violations \(o.violations.count)") }
+            digest = SimulationRandom.mix(digest ^ one)
+        }
+        totals["traceDigest\(String(digest & 0xFFFFFF, radix: 16))"] = 1
+        print("simulation: \(outcomes.count) seeds in \(Self.seconds(elapsed))s; "
+              + totals.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        if single, let o = outcomes.first { print(o.trace.joined(separator: "\n")) }
+
+        for o in outcomes where !o.violations.isEmpty {
+            let shown = o.violations.prefix(3).joined(separator: "\n  ")
+            let hint = o.stats["bugCTrigger"] != nil
+                ? "\n  (this seed failed a record append under the concurrent executor: bug C's trigger)" : ""
+            let message = Comment(rawValue: "seed \(o.seed): \(o.violations.count) violation(s)\n  \(shown)\(hint)\n\(Self.replay(o.seed))")
+            if Self.onlyBugC(o) {
+                withKnownIssue("bug C: a failed record append is never retried (SyncManager.flushRecords)", isIntermittent: true) {
+                    Issue.record(message)
+                }
+            } else {
+                Issue.record(message)
+            }
+        }
+    }
+
+    @Test("the same seed gives the same trace")
+    func sameSeedSameTrace() async {
+        let seeds: [UInt64] = Array(0..<40) + [1_000_003, 77_777_777, UInt64.max]
+        let first = await Self.runSeeds(seeds, steps: nil)
+        let second = await Self.runSeeds(seeds, steps: nil)
+        for (a, b) in zip(first, second) {
+            #expect(a.trace.count > 10)
+            guard a.trace != b.trace else { continue }
+            let i = (0..<min(a.trace.count, b.trace.count)).first { a.trace[$0] != b.trace[$0] } ?? min(a.trace.count, b.trace.count)
+            Issue.record("seed \(a.seed): traces differ at line \(i):\n  \(i < a.trace.count ? a.trace[i] : "(end)")\n  \(i < b.trace.count ? b.trace[i] : "(end)")\n\(Self.replay(a.seed))")
+        }
+    }
+
+    @Test("different seeds give different runs")
+    func seedsDiffer() async {
+        let outcomes = await Self.runSeeds([1, 2, 3], steps: nil)
+        #expect(Set(outcomes.map(\.trace)).count == 3)
+    }
+
+    // MARK: The checks themselves
+
+    @Test("the checks catch a torn mirror file, a lying record, a touched source and a leftover temp file")
+    func checksCatchProblems() async throws {
+        // The first seed whose short run ends with a non-empty file in the mirror.
+        var found: (SimulationRun, RelativePath)?
+        for seed: UInt64 in 1...100 where found == nil {
+            let run = SimulationRun(seed: seed, steps: 20)
+            _ = await run.run()
+            guard run.violations.isEmpty else { continue }
+            let files = run.mirrorTree.nodes.filter { $0.value.kind == .regular && !$0.value.content.isEmpty }
+            if let file = files.keys.sorted().first { found = (run, file) }
+        }
+        let (run, file) = try #require(found, "no seed mirrors a file")
+
+        // I2: the mirror shows half a file.
+        let node = try #require(run.mirrorTree.node(file))
+        run.mirrorTree.modify(file) { $0.content = Array(node.content.prefix(node.content.count / 2)) + [0, 0] }
+        run.checkpoint("test")
+        #expect(run.violations.contains { $0.hasPrefix("I2:") && $0.contains(file.escaped) })
+
+        // I5: the mirror inode a record names holds other bytes (same inode, modified in place).
+        #expect(run.violations.contains { $0.hasPrefix("I5:") && $0.contains(file.escaped) })
+
+        // I4: the source changed behind the workload's back.
+        run.source.writeFile(file, Array("written by someone else".utf8))
+        run.checkpoint("test")
+        #expect(run.violations.contains { $0.hasPrefix("I4:") })
+
+        // I3/I1: a temp file left over.
+        let temp = RelativePath.root.appending(Array(".keepsync-tmp-0123456789abcdef".utf8))
+        run.mirrorTree.writeFile(temp, [1, 2, 3])
+        run.expectMirrorEqualsSource("test")
+        #expect(run.violations.contains { $0.contains("temp file .keepsync-tmp-0123456789abcdef left in mirror") })
+    }
+}
