@@ -437,8 +437,10 @@ extension LiveMirrorTests {
             let mirrorTree = try AtomicFileAccessor(rootPath: mirror)
             let store = try JournalBookmarkStore(directory: state)
             let records = try store.load()
+            // Brake off: random workloads on small trees delete most of them between rescans
+            // (an overflow rescan rightly holds that); the brake has its own tests.
             let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
-                                    options: SyncOptions(), logger: logger)
+                                    options: SyncOptions(maxDeletePercent: 100), logger: logger)
             let manager = SyncManager(engine: engine, source: sourceTree, mirror: mirrorTree, clock: ContinuousClock(),
                                       timing: .init(), executor: .dispatch(limit: 4), logger: logger)
             let watcher = InotifyWatcher(rootPath: source, logger: logger)
