@@ -227,7 +227,7 @@ extension SystemdServiceTests {
         #expect(try manager.systemctl(["is-active", unit]).stdoutText == "inactive\n", "\(diagnostics())")
         #expect(try Self.property(manager, unit, "LoadState") == "not-found", "\(diagnostics())")
         #expect(FS.exists(manager.configHome / "keepsync/keepsync.conf"), "uninstall keeps the configuration")
-        let differences = try sandbox.differencesFromSource()
+        let differences = sandbox.differencesFromSource()
         #expect(differences.isEmpty && FS.exists(sandbox.mirror / "top.txt"), "uninstall keeps the mirror")
     }
 }
