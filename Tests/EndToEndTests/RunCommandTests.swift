@@ -269,13 +269,7 @@ extension RunCommandTests {
     /// Polls `condition` until it holds (true) or `timeout` passes (false).
     static func eventually(timeout: Duration, every interval: Duration = .milliseconds(20),
                            _ condition: () throws -> Bool) async throws -> Bool {
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        while true {
-            if try condition() { return true }
-            if clock.now >= deadline { return false }
-            try await Task.sleep(for: interval)
-        }
+        try await Deadline.until(timeout, every: interval, condition)
     }
 
     /// `T/status.json` as an object, nil while absent or unreadable.
