@@ -39,16 +39,6 @@ int ks_getversion(int fd, uint64_t *out) {
     return r;
 }
 
-int ks_statx_btime(int dirfd, const char *path, int64_t *sec, uint32_t *nsec) {
-    struct statx sx;
-    int r = statx(dirfd, path, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &sx);
-    if (r != 0) return r;
-    if (!(sx.stx_mask & STATX_BTIME)) { errno = EOPNOTSUPP; return -1; }
-    *sec = sx.stx_btime.tv_sec;
-    *nsec = sx.stx_btime.tv_nsec;
-    return 0;
-}
-
 int ks_statx(int dirfd, const char *path, int empty_path, struct ks_stat *out) {
     struct statx sx;
     int flags = AT_SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT | (empty_path ? AT_EMPTY_PATH : 0);

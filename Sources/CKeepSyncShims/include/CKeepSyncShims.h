@@ -32,7 +32,6 @@ int ks_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
 int ks_syncfs(int fd);
 int ks_ficlone(int dest_fd, int src_fd);
 int ks_getversion(int fd, uint64_t *out);
-int ks_statx_btime(int dirfd, const char *path, int64_t *sec, uint32_t *nsec);
 int ks_flock(int fd, int op);
 
 int ks_errno_enosys(void);

@@ -113,22 +113,6 @@ extension FileStat {
                   birthTime: st.has_btime != 0 ? Timespec(seconds: st.btime_sec, nanoseconds: Int64(st.btime_nsec)) : nil)
         links = st.nlink
     }
-
-    /// Converts a Glibc `stat`.
-    init(_ st: Glibc.stat) {
-        let fmt = st.st_mode & S_IFMT
-        let kind: FileKind
-        switch fmt {
-        case S_IFREG: kind = .regular
-        case S_IFDIR: kind = .directory
-        case S_IFLNK: kind = .symlink
-        default: kind = .special
-        }
-        self.init(kind: kind, mode: UInt32(st.st_mode & 0o7777), size: UInt64(st.st_size),
-                  mtime: Timespec(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int64(st.st_mtim.tv_nsec)),
-                  ctime: Timespec(seconds: Int64(st.st_ctim.tv_sec), nanoseconds: Int64(st.st_ctim.tv_nsec)),
-                  device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
-    }
 }
 
 extension timespec {
