@@ -66,6 +66,9 @@ public final class SyncEngine {
     var pendingChanges: [RecordChange] = []
     var storeError: (any Error)?
     var deferCopies = false
+    /// Where record batches go (in order, durably, off the caller); nil: appended here,
+    /// synchronously, after a barrier.
+    public var appendRecords: (([RecordChange]) -> Void)?
     /// Called after each file this engine copies itself, with its size.
     public var onCopy: ((UInt64) -> Void)?
     /// Batch size for record appends.
@@ -458,6 +461,11 @@ public final class SyncEngine {
     /// Appends the queued record changes durably; a failure is kept for the summary.
     private func appendPending() {
         guard !pendingChanges.isEmpty else { return }
+        if let appendRecords {
+            appendRecords(pendingChanges)
+            pendingChanges.removeAll(keepingCapacity: true)
+            return
+        }
         do {
             // Records follow the mirror: what they describe is made durable first.
             try SyncEngine.appendDurably(pendingChanges, mirror: mirror, store: store)

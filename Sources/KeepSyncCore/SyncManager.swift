@@ -7,12 +7,17 @@ public struct CopyExecutor: Sendable {
     public var limit: Int
     /// True when copies run synchronously on the manager (deterministic).
     public var isInline: Bool
+    /// True when record appends wait for `drainRecords` instead of running on a queue of
+    /// their own (deterministic tests).
+    public var defersRecords: Bool
     let run: @Sendable (@escaping @Sendable () -> Void) -> Void
 
     /// An executor calling `run` with each copy's work (tests can hold it back).
-    public init(limit: Int, isInline: Bool, run: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
+    public init(limit: Int, isInline: Bool, defersRecords: Bool = false,
+                run: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
         self.limit = limit
         self.isInline = isInline
+        self.defersRecords = defersRecords
         self.run = run
     }
 
@@ -100,8 +105,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var queued: Set<RelativePath> = []
     /// Copies running; the flag says the path changed again meanwhile.
     var inFlight: [RelativePath: Bool] = [:]
-    /// Serial queue for record appends (syncfs, then append), in order.
-    let recordQueue = DispatchQueue(label: "keepsync.records")
+    /// Record appends (syncfs, then append), in order, off the actor; a failed one is
+    /// retried with the next, or after `recordRetryDelay` when nothing else comes.
+    let appender: RecordAppender
+    var lastAppendAt: C.Instant?
     /// Copy work items running.
     var workers = 0
     var errors: [RelativePath: String] = [:]
@@ -138,6 +145,17 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         self.timing = timing
         self.executor = executor
         self.logger = logger
+        appender = RecordAppender(deferred: executor.defersRecords)
+        if !executor.isInline {
+            // The engine's own appends (a full pass's batches) take the same ordered path.
+            let appender = self.appender, mirror = self.mirror, store = engine.store
+            engine.appendRecords = { [weak self] changes in
+                let manager = self
+                appender.append(changes, mirror: mirror, store: store) { error in
+                    Task { await manager?.recordsFailed(error) }
+                }
+            }
+        }
     }
 
     /// Sets a callback run after status-relevant changes.
@@ -181,6 +199,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     func enqueue(_ path: RelativePath, now: C.Instant, immediately: Bool, removal: Bool = false) {
         if engine.options.excludes.excludes(path, isDirectory: false) && engine.options.excludes.excludes(path, isDirectory: true) {
+            // Not mirrored, but its creation or removal changed its directory's mtime.
+            if let parent = path.parent, !engine.options.excludes.excludes(parent, isDirectory: true) {
+                directoriesToFix.insert(parent)
+            }
             return
         }
         if inFlight[path] != nil {
@@ -234,7 +256,19 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// The earliest moment something is due, nil when nothing waits.
     public func nextDeadline() -> C.Instant? {
         if fullResyncRequested { return clock.now }
-        return pending.values.map(\.deadline).min()
+        if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return clock.now }
+        var next = pending.values.map(\.deadline).min()
+        if appender.hasBacklog, let at = lastAppendAt {
+            let retry = at.advanced(by: recordRetryDelay)
+            next = min(next ?? retry, retry)
+        }
+        return next
+    }
+
+    /// How long after a failed record append it is tried again when nothing else comes:
+    /// 1 s, doubling up to 30 s.
+    var recordRetryDelay: Duration {
+        .seconds(min(30, 1 << min(5, max(0, appender.failures - 1))))
     }
 
     /// Processes a requested full resync and every path whose deadline has passed.
@@ -461,34 +495,39 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             if let error = engine.flush() { errors[.root] = "cannot write records: \(error.message)" }
             return
         }
+        let backlog = appender.hasBacklog
+        if !backlog, let e = errors[.root], e.hasPrefix(SyncManager.recordsError) { errors[.root] = nil }
         let changes = engine.takePendingChanges()
-        guard !changes.isEmpty else { return }
-        let mirror = self.mirror, store = engine.store
-        recordQueue.async {
-            do { try SyncEngine.appendDurably(changes, mirror: mirror, store: store) } catch {
-                Task { await self.recordsFailed(error) }
-            }
-        }
+        guard !changes.isEmpty || backlog else { return }
+        lastAppendAt = clock.now
+        engine.appendRecords?(changes)
     }
 
+    static var recordsError: String { "cannot write records: " }
+
     func recordsFailed(_ error: any Error) {
-        errors[.root] = "cannot write records: \((error as? KeepSyncError)?.message ?? "\(error)")"
+        errors[.root] = SyncManager.recordsError + ((error as? KeepSyncError)?.message ?? "\(error)")
         logger.error(errors[.root]!)
     }
 
     /// Waits until every record append handed to the queue is done.
     func drainRecords() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in recordQueue.async { c.resume() } }
+        await appender.drain()
     }
 
     /// Appends queued records and rewrites the store compactly.
     public func compactRecords() async throws {
-        await drainRecords()
-        try engine.compact()
+        if executor.isInline { return try engine.compact() }
+        flushRecords()
+        await appender.drain()
+        try engine.store.compact(engine.records)
+        appender.clearBacklog()
     }
 
     /// True when nothing is pending, queued or copying.
-    public var isIdle: Bool { pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !fullResyncRequested }
+    public var isIdle: Bool {
+        pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !fullResyncRequested && directoriesToFix.isEmpty
+    }
 
     /// Returns once the manager is idle.
     public func waitUntilIdle() async {
@@ -525,6 +564,11 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         while !inFlight.isEmpty { await waitForSignal() }
         finishRound()
         await drainRecords()
+        // One more try for appends that failed.
+        if appender.hasBacklog {
+            flushRecords()
+            await drainRecords()
+        }
     }
 
     /// Feeds a watcher's events to `receive` until the stream ends.

@@ -540,7 +540,12 @@ extension InotifyWatcher {
                 movedTo(parent: node, name: event.name, path: path, cookie: event.cookie, isDirectory: isDirectory)
                 return
             }
-            if excludes.excludes(path, isDirectory: isDirectory) { return }
+            if excludes.excludes(path, isDirectory: isDirectory) {
+                // Not mirrored, but an entry created or removed changes its directory's
+                // mtime: the manager fixes the directory (and copies nothing).
+                if event.has(Inotify.create | Inotify.delete) { emit(.changed(path)) }
+                return
+            }
             if event.has(Inotify.create) {
                 emit(.changed(path))
                 if isDirectory { newDirectory(parent: node, name: event.name) }
@@ -557,10 +562,8 @@ extension InotifyWatcher {
         private func movedTo(parent: Node, name: [UInt8], path: RelativePath, cookie: UInt32, isDirectory: Bool) {
             let excluded = excludes.excludes(path, isDirectory: isDirectory)
             guard cookie != 0, let index = pending.firstIndex(where: { $0.cookie == cookie }) else {
-                if !excluded {
-                    emit(.changed(path))
-                    if isDirectory { newDirectory(parent: parent, name: name) }
-                }
+                emit(.changed(path))
+                if !excluded, isDirectory { newDirectory(parent: parent, name: name) }
                 return
             }
             let from = pending.remove(at: index)
@@ -580,13 +583,16 @@ extension InotifyWatcher {
                     }
                 }
             case (true, false):
+                emit(.changed(from.path))   // its directory's mtime
                 emit(.changed(path))
                 if isDirectory { newDirectory(parent: parent, name: name) }
             case (false, true):
                 emit(.removed(from.path))
+                emit(.changed(path))
                 if let node = from.node, !node.detached { removeSubtree(node) }
             case (true, true):
-                break
+                emit(.changed(from.path))
+                emit(.changed(path))
             }
         }
 
@@ -601,7 +607,7 @@ extension InotifyWatcher {
                     kept.append(move)
                     continue
                 }
-                if !move.excluded { emit(.removed(move.path)) }
+                emit(move.excluded ? .changed(move.path) : .removed(move.path))
                 // Moved out of the tree: drop its watches, unless it was found elsewhere meanwhile.
                 if let node = move.node, !node.detached, node.parent === move.parent, node.name == move.name {
                     removeSubtree(node)

@@ -3,11 +3,8 @@ import Synchronization
 import Testing
 @testable import KeepSyncCore
 
-/// Product bugs the simulation found, each as the minimal seed that shows it and as a
-/// hand-made scenario. A and D are fixed (plain regression tests now); B and C are known
-/// issues until fixed: a fix makes `withKnownIssue` report that the issue no longer
-/// occurs, and the wrapper (with `SimulationWorkload.KnownBug.excludedEntryMtime` for B,
-/// `SimulationTests.onlyBugC` for C) should then go.
+/// Product bugs the simulation found, each as the minimal seed that showed it and as a
+/// hand-made scenario. All are fixed; these are their regression tests.
 @Suite("Simulation regressions")
 struct SimulationRegressionTests {
     static func p(_ text: String) -> RelativePath { RelativePath(text) }
@@ -63,12 +60,11 @@ struct SimulationRegressionTests {
     }
 
     /// Replays a seed and expects `invariant` to hold (the bug broke it).
-    static func expectInvariantsHold(_ seed: UInt64, steps: Int, triggers: Set<SimulationWorkload.KnownBug> = [],
+    static func expectInvariantsHold(_ seed: UInt64, steps: Int,
                                      brokenToday invariant: String, sourceLocation: SourceLocation = #_sourceLocation) async {
-        let outcome = await SimulationRun(seed: seed, steps: steps, triggers: triggers).run()
-        let bugs = triggers.isEmpty ? "" : "KEEPSYNC_SIM_BUGS=\(triggers.map(\.rawValue).sorted().joined(separator: ",")) "
+        let outcome = await SimulationRun(seed: seed, steps: steps).run()
         #expect(!outcome.violations.contains { $0.hasPrefix(invariant) },
-                "\(outcome.violations.joined(separator: "\n"))\nreplay: KEEPSYNC_SIM_SEED=\(seed) KEEPSYNC_SIM_STEPS=\(steps) \(bugs)swift test --filter SimulationTests",
+                "\(outcome.violations.joined(separator: "\n"))\nreplay: KEEPSYNC_SIM_SEED=\(seed) KEEPSYNC_SIM_STEPS=\(steps) swift test --filter SimulationTests",
                 sourceLocation: sourceLocation)
     }
 
@@ -102,7 +98,7 @@ struct SimulationRegressionTests {
         await Self.expectInvariantsHold(SimulationTests.bugASeed.seed, steps: SimulationTests.bugASeed.steps, brokenToday: "I1")
     }
 
-    // MARK: Bug B
+    // MARK: Bug B (fixed: an excluded entry's event fixes its directory)
 
     @Test("bug B: an excluded file created in a directory still updates the mirror directory's mtime")
     func excludedEntryTouchesDirectory() async throws {
@@ -114,20 +110,16 @@ struct SimulationRegressionTests {
         await w.receive(.changed(Self.p("src/main.o")), .closedAfterWrite(Self.p("src/main.o")))
         await w.settle()
         #expect(w.mirror.node(Self.p("src/main.o")) == nil)
-        withKnownIssue("bug B: SyncManager.enqueue drops excluded paths without fixing their parent directory") {
-            #expect(w.mirror.node(Self.p("src"))?.mtime == w.source.node(Self.p("src"))?.mtime)
-        }
+        #expect(w.mirror.node(Self.p("src"))?.mtime == w.source.node(Self.p("src"))?.mtime)
     }
 
     @Test("bug B, minimal seed: `touch f.o` in the root under --exclude '*.o'; the mirror root keeps its mtime")
     func excludedEntrySeed() async {
-        await withKnownIssue("bug B") {
-            await Self.expectInvariantsHold(SimulationTests.bugBSeed.seed, steps: SimulationTests.bugBSeed.steps,
-                                            triggers: [.excludedEntryMtime], brokenToday: "I1 (live)")
-        }
+        await Self.expectInvariantsHold(SimulationTests.bugBSeed.seed, steps: SimulationTests.bugBSeed.steps,
+                                        brokenToday: "I1 (live)")
     }
 
-    // MARK: Bug C
+    // MARK: Bug C (fixed: a failed append stays in a backlog that goes out with the next)
 
     @Test("bug C: with a concurrent executor, record changes whose append failed are appended later")
     func failedAppendIsRetried() async {
@@ -158,26 +150,20 @@ struct SimulationRegressionTests {
         let live = await w.manager.simulationRecords().records
         let stored = (try? w.store.load().records) ?? [:]
         #expect(stored[Self.p("b.txt")] == live[Self.p("b.txt")])
-        withKnownIssue("bug C: SyncManager.flushRecords drops the changes of a failed append (takePendingChanges, recordsFailed only reports)") {
-            #expect(stored[Self.p("a.txt")] == live[Self.p("a.txt")], "a.txt's new record never reached the store")
-        }
+        #expect(stored[Self.p("a.txt")] == live[Self.p("a.txt")], "a.txt's new record never reached the store")
 
         // What it costs: after a crash the restart copies a.txt again although the mirror holds it.
         w.mirror.failure.withLock { $0 = nil }
         let installs = w.mirror.count(.install)
         w.manager = World.makeManager(w.source, w.mirror, w.store, w.clock, SyncOptions(), w.copies.executor(limit: 1))
         await w.fullSync()
-        withKnownIssue("bug C") {
-            #expect(w.mirror.count(.install) == installs, "the restart copied again what the mirror already held")
-        }
+        #expect(w.mirror.count(.install) == installs, "the restart copied again what the mirror already held")
     }
 
     @Test("bug C, minimal seed: one copy, its record append fails (syncfs ENOSPC); the store never gets the record")
     func failedAppendSeed() async {
-        await withKnownIssue("bug C") {
-            await Self.expectInvariantsHold(SimulationTests.bugCSeed.seed, steps: SimulationTests.bugCSeed.steps,
-                                            brokenToday: "I5")
-        }
+        await Self.expectInvariantsHold(SimulationTests.bugCSeed.seed, steps: SimulationTests.bugCSeed.steps,
+                                        brokenToday: "I5")
     }
 
     // MARK: Bug D (fixed in c876567)

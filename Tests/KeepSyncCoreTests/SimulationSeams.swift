@@ -147,6 +147,9 @@ final class SimulationInterference: Sendable {
         var path: RelativePath
         var description: String
         var events: [WatchEvent]
+        /// The file right after the write: several writes during one manager call are
+        /// each a version the product may copy.
+        var node: InMemoryTree.Node?
     }
 
     private struct State {
@@ -178,7 +181,7 @@ final class SimulationInterference: Sendable {
             let extra = Array("+w\(s.tag);".utf8)
             source.writeFile(path, node.content + extra, mode: node.mode)
             s.writes.append(Write(path: path, description: "concurrent append \(path.escaped) (+\(extra.count) bytes)",
-                                  events: [.changed(path), .closedAfterWrite(path)]))
+                                  events: [.changed(path), .closedAfterWrite(path)], node: source.node(path)))
         }
     }
 
@@ -385,7 +388,7 @@ final class SimulationCopies: Sendable {
     private let works = Mutex<[@Sendable () -> Void]>([])
 
     func executor(limit: Int) -> CopyExecutor {
-        CopyExecutor(limit: limit, isInline: false) { [self] work in works.withLock { $0.append(work) } }
+        CopyExecutor(limit: limit, isInline: false, defersRecords: true) { [self] work in works.withLock { $0.append(work) } }
     }
 
     var count: Int { works.withLock { $0.count } }

@@ -14,7 +14,6 @@ import Testing
 /// `KEEPSYNC_SIM_SEEDS=N` runs N seeds (default 2,000), `KEEPSYNC_SIM_SEED=S` runs one and
 /// prints its trace (`KEEPSYNC_SIM_VERBOSE=1`: with debug log and every mirror call);
 /// `KEEPSYNC_SIM_STEPS=K` overrides the steps per seed (to shrink a failure);
-/// `KEEPSYNC_SIM_BUGS=excludedEntryMtime` checks strictly where a known bug is tolerated;
 /// `KEEPSYNC_SIM_LIST=1` prints one line per seed (trace fingerprint, violations). A failing
 /// seed prints the command that replays it. The summary line's `traceDigest` is the same in
 /// every process for the same seeds and product.
@@ -22,28 +21,10 @@ import Testing
 struct SimulationTests {
     static let defaultSeeds = 2_000
 
-    /// Seeds that hit a reported, not yet fixed product bug that cannot be recognised from
-    /// the run itself, with the bug's name; the main run skips them (and runs as many more).
-    /// None today: bug C is recognised (`onlyBugC`), bug B is tolerated by the check.
-    static let knownBugSeeds: [UInt64: String] = [:]
-
-    /// Bug C (reported, not fixed): with the concurrent executor a record append that fails
-    /// (an injected fault on its syncfs barrier) is dropped and never retried, so the store
-    /// lacks or contradicts records the manager holds (I5 after convergence). A seed hits
-    /// it when it failed such an append (the product logs "cannot write records") and its
-    /// only violations are those store/memory differences; it is then a known issue rather
-    /// than a failure. (In the default range at c876567: seeds 23, 157, 275, 308, 419, 722,
-    /// 786, 871, 1516, 1635, 1678; any product change moves them.) Remove once fixed.
-    static func onlyBugC(_ o: SimulationRun.Outcome) -> Bool {
-        o.stats["bugCTrigger"] != nil && o.violations.allSatisfy {
-            $0.hasPrefix("I5:") && ($0.contains("stored record") || $0.contains("no stored record") || $0.contains("stored records differ"))
-        }
-    }
-
     /// The minimal seeds (and steps) of the bugs found, replayed by SimulationRegressionTests.
     static let bugASeed: (seed: UInt64, steps: Int) = (618, 1)    // fixed in 89099e1
-    static let bugBSeed: (seed: UInt64, steps: Int) = (472, 1)    // with KEEPSYNC_SIM_BUGS=excludedEntryMtime
-    static let bugCSeed: (seed: UInt64, steps: Int) = (7931, 3)
+    static let bugBSeed: (seed: UInt64, steps: Int) = (472, 1)    // fixed: excluded entries fix their directory
+    static let bugCSeed: (seed: UInt64, steps: Int) = (7931, 3)   // fixed: failed record appends are retried
 
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
 
@@ -56,18 +37,11 @@ struct SimulationTests {
 
     static func replay(_ seed: UInt64) -> String {
         let steps = self.steps.map { "KEEPSYNC_SIM_STEPS=\($0) " } ?? ""
-        let bugs = environment["KEEPSYNC_SIM_BUGS"].map { "KEEPSYNC_SIM_BUGS=\($0) " } ?? ""
-        return "replay: KEEPSYNC_SIM_SEED=\(seed) \(steps)\(bugs)swift test --filter SimulationTests"
-    }
-
-    /// `KEEPSYNC_SIM_BUGS=excludedEntryMtime`: known bugs checked strictly again.
-    static var triggers: Set<SimulationWorkload.KnownBug> {
-        Set((environment["KEEPSYNC_SIM_BUGS"] ?? "").split(separator: ",").compactMap { SimulationWorkload.KnownBug(rawValue: String($0)) })
+        return "replay: KEEPSYNC_SIM_SEED=\(seed) \(steps)swift test --filter SimulationTests"
     }
 
     /// Runs seeds on all cores; returns the outcomes in seed order.
-    static func runSeeds(_ seeds: [UInt64], steps: Int?, verbose: Bool = false,
-                         triggers: Set<SimulationWorkload.KnownBug> = triggers) async -> [SimulationRun.Outcome] {
+    static func runSeeds(_ seeds: [UInt64], steps: Int?, verbose: Bool = false) async -> [SimulationRun.Outcome] {
         let width = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
         var outcomes: [SimulationRun.Outcome] = []
         outcomes.reserveCapacity(seeds.count)
@@ -77,7 +51,7 @@ struct SimulationTests {
                 guard next < seeds.count else { return }
                 let seed = seeds[next]
                 next += 1
-                group.addTask { await SimulationRun(seed: seed, steps: steps, verbose: verbose, triggers: triggers).run() }
+                group.addTask { await SimulationRun(seed: seed, steps: steps, verbose: verbose).run() }
             }
             for _ in 0..<width { add() }
             while let outcome = await group.next() {
@@ -98,14 +72,7 @@ struct SimulationTests {
             single = true
         } else {
             let n = env["KEEPSYNC_SIM_SEEDS"].flatMap { Int($0) } ?? Self.defaultSeeds
-            // The first n seeds that hit no known bug.
-            var list: [UInt64] = []
-            var seed: UInt64 = 0
-            while list.count < n {
-                if Self.knownBugSeeds[seed] == nil { list.append(seed) }
-                seed += 1
-            }
-            seeds = list
+            seeds = Array(0..<UInt64(max(0, n)))
         }
         let started = ContinuousClock.now
         let outcomes = await Self.runSeeds(seeds, steps: Self.steps, verbose: single && env["KEEPSYNC_SIM_VERBOSE"] != nil)
@@ -128,16 +95,7 @@ struct SimulationTests {
 
         for o in outcomes where !o.violations.isEmpty {
             let shown = o.violations.prefix(3).joined(separator: "\n  ")
-            let hint = o.stats["bugCTrigger"] != nil
-                ? "\n  (this seed failed a record append under the concurrent executor: bug C's trigger)" : ""
-            let message = Comment(rawValue: "seed \(o.seed): \(o.violations.count) violation(s)\n  \(shown)\(hint)\n\(Self.replay(o.seed))")
-            if Self.onlyBugC(o) {
-                withKnownIssue("bug C: a failed record append is never retried (SyncManager.flushRecords)", isIntermittent: true) {
-                    Issue.record(message)
-                }
-            } else {
-                Issue.record(message)
-            }
+            Issue.record(Comment(rawValue: "seed \(o.seed): \(o.violations.count) violation(s)\n  \(shown)\n\(Self.replay(o.seed))"))
         }
     }
 

@@ -14,18 +14,6 @@ struct SimulationWorkload {
     /// every tick of the tree, so an mtime never names two different contents.
     private var past: Int64 = 10
 
-    /// Reported, not yet fixed product bugs whose symptoms the main run tolerates (so that
-    /// it keeps finding new ones); a run given one of them checks strictly again (the
-    /// regression tests, `KEEPSYNC_SIM_BUGS`).
-    var knownBugTriggers: Set<KnownBug> = []
-
-    enum KnownBug: String, CaseIterable, Sendable {
-        /// Bug B: an excluded entry created, removed or renamed in a directory changes the
-        /// directory's mtime, but its event is dropped, so the mirror's directory keeps the
-        /// old mtime until the next full pass (only a live-convergence problem).
-        case excludedEntryMtime
-    }
-
     init(tree: InMemoryTree) { self.tree = tree }
 
     /// Names, as bytes: plain, with spaces, newline, backslash, a leading dash, UTF-8,
