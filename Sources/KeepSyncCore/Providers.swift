@@ -48,6 +48,9 @@ public protocol FileAccessorProviding: FileSystemProviding {
     func publish(_ staged: StagedFile) throws -> FileStat
     /// Removes a staged file's temp file.
     func discard(_ staged: StagedFile)
+    /// Checks that the mirror takes a small write (a temp file in its root, written and
+    /// removed): how a full or read-only mirror is found to be writable again.
+    func probe() throws
 }
 
 /// A copy written to a temp file, waiting for a barrier and its rename.

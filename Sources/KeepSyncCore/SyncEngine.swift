@@ -190,6 +190,7 @@ public final class SyncEngine {
             steps = steps.filter { !isDeletion($0) } + steps.filter(isDeletion)
         }
 
+        for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &summary) }
         for step in steps {
             switch step {
             case .removeTemporary(let path):

@@ -112,6 +112,17 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Copy work items running.
     var workers = 0
     var errors: [RelativePath: String] = [:]
+    /// Failed paths, tried again on their own after a backoff (1 s doubling to 60 s);
+    /// not counted as pending. A full or read-only mirror is not retried per path.
+    var retryAt: [RelativePath: C.Instant] = [:]
+    var retryAttempts: [RelativePath: Int] = [:]
+    /// While the mirror is full or read-only: when to probe it next. A probe that writes
+    /// starts a full resync, which redoes what failed.
+    var mirrorProbeAt: C.Instant?
+    /// Blocked episodes and failed probes, counted until a minute passes without one:
+    /// the probe's backoff (0.25 s doubling to 5 s).
+    var mirrorFailures = 0
+    var lastBlockedAt: C.Instant?
     var directoriesToFix: Set<RelativePath> = []
     var heldDeletes = 0
     var fullPasses = 0
@@ -258,6 +269,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if fullResyncRequested { return clock.now }
         if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return clock.now }
         var next = pending.values.map(\.deadline).min()
+        for at in [retryAt.values.min(), mirrorProbeAt].compactMap({ $0 }) { next = min(next ?? at, at) }
         if appender.hasBacklog, let at = lastAppendAt {
             let retry = at.advanced(by: recordRetryDelay)
             next = min(next ?? retry, retry)
@@ -273,6 +285,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// Processes a requested full resync and every path whose deadline has passed.
     public func processDue() {
+        let start = clock.now
+        if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
+        let retries = retryAt.filter { $0.value <= start }.keys.sorted()
+        for path in retries {
+            retryAt[path] = nil
+            if pending[path] == nil { pending[path] = Pending(first: start, deadline: start) }
+        }
         if fullResyncRequested {
             fullResyncRequested = false
             fullResync()
@@ -322,15 +341,68 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
                 logger.warning("held \(summary.heldDeletes) deletions: more than \(options.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; send SIGUSR1 after checking, or restart with --allow-mass-delete")
             }
             errors = [:]
+            clearFailures(within: .root, except: summary.deferredCopies)
+            // A pass that wrote without meeting a full or read-only mirror ends that state.
+            mirrorProbeAt = nil
             note(summary)
             for path in summary.deferredCopies { queueCopy(path) }
             fullPasses += 1
         } catch {
             errors[.root] = "\(error)"
             logger.error("full resync failed: \(error); retrying")
-            enqueue(.root, now: clock.now, immediately: false)
+            scheduleRetry(.root, error)
         }
         startCopies()
+    }
+
+    // MARK: Failures
+
+    /// True for errors that say the whole mirror takes no writes now.
+    static func blocksMirror(_ code: KeepSyncError.Code) -> Bool { code == .noSpace || code == .readOnly }
+
+    /// Plans another attempt at a failed path: a probe of the mirror when it is full or
+    /// read-only, else the path alone after its backoff.
+    func scheduleRetry(_ path: RelativePath, _ error: any Error) {
+        if let e = error as? KeepSyncError, Self.blocksMirror(e.code) { return blockMirror(e) }
+        let n = (retryAttempts[path] ?? 0) + 1
+        retryAttempts[path] = n
+        retryAt[path] = clock.now.advanced(by: .seconds(min(60, 1 << min(6, n - 1))))
+    }
+
+    /// Forgets the failures of `scope` and below (they synced or vanished); paths whose
+    /// copy is still to come keep their count, so that their backoff keeps growing.
+    func clearFailures(within scope: RelativePath, except copies: [RelativePath] = []) {
+        let keep = Set(copies)
+        for key in retryAt.keys where key.isWithin(scope) { retryAt[key] = nil }
+        for key in retryAttempts.keys where key.isWithin(scope) && !keep.contains(key) { retryAttempts[key] = nil }
+    }
+
+    func blockMirror(_ error: KeepSyncError) {
+        guard mirrorProbeAt == nil else { return }
+        // A mirror that fills up again soon (a file that does not fit while smaller ones
+        // do) keeps its long backoff: at most one probe and full pass per 5 s.
+        if let last = lastBlockedAt, last.duration(to: clock.now) > .seconds(60) { mirrorFailures = 0 }
+        lastBlockedAt = clock.now
+        let what = error.code == .noSpace ? "full" : "read-only"
+        logger.warning("the mirror is \(what) (\(error.message)); waiting until it takes writes again")
+        mirrorProbeAt = clock.now.advanced(by: probeBackoff)
+        mirrorFailures += 1
+        errors[.root] = "the mirror is \(what): \(error.message)"
+    }
+
+    var probeBackoff: Duration { .milliseconds(min(5000, 250 << min(5, mirrorFailures))) }
+
+    func probeMirror(now: C.Instant) {
+        do { try mirror.probe() } catch {
+            mirrorProbeAt = now.advanced(by: probeBackoff)
+            mirrorFailures += 1
+            logger.debug("the mirror still takes no writes: \(error)")
+            return
+        }
+        mirrorProbeAt = nil
+        if errors[.root]?.hasPrefix("the mirror is ") == true { errors[.root] = nil }
+        logger.info("the mirror takes writes again: full resync")
+        fullResyncRequested = true
     }
 
     /// One path (and, for a directory, what is below it), with deletions not braked.
@@ -352,6 +424,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             let scan = try engine.scan(scope)
             let summary = engine.apply(scan, deferCopies: true, exempt: exempt)
             for key in errors.keys where key.isWithin(scope) { errors[key] = nil }
+            clearFailures(within: scope, except: summary.deferredCopies)
             if summary.heldDeletes > 0 {
                 heldDeletes = summary.heldDeletes
                 logger.warning("held \(summary.heldDeletes) deletions below \(scope.escaped): more than \(options.maxDeletePercent)% of its entries")
@@ -367,6 +440,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             } else {
                 errors[scope] = "\(error)"
                 logger.error("\(scope.escaped): \(error)")
+                scheduleRetry(scope, error)
             }
         }
         startCopies()
@@ -382,7 +456,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     }
 
     func note(_ summary: SyncSummary) {
-        for e in summary.errors { errors[e.path ?? .root] = e.message }
+        for e in summary.errors {
+            errors[e.path ?? .root] = e.message
+            scheduleRetry(e.path ?? .root, e)
+        }
         copiedFiles += summary.copiedFiles
         copiedBytes += summary.copiedBytes
     }
@@ -434,6 +511,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         switch result {
         case .success(let copied):
             errors[path] = nil
+            clearFailures(within: path)
             if let copied {
                 if copied.source.links > 1 { queueOtherLinks(of: copied) }
                 engine.recordCopy(copied)
@@ -454,6 +532,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             } else {
                 errors[path] = (error as? KeepSyncError)?.message ?? "\(error)"
                 logger.error("\(path.escaped): \((error as? KeepSyncError)?.message ?? "\(error)")")
+                scheduleRetry(path, error)
             }
         }
         if let parent = path.parent { directoriesToFix.insert(parent) }

@@ -41,6 +41,9 @@ public struct SyncScan: Sendable {
     public var renames = 0
     /// Directories that vanished while the scan walked them (not descended into).
     public var vanished: [RelativePath] = []
+    /// Source directories that could not be listed (permission, I/O): not descended
+    /// into, nothing below them removed or forgotten; each is a per-path error.
+    public var unreadable: [KeepSyncError] = []
     /// Special files met (FIFOs, sockets, devices).
     public var specialFiles: [RelativePath] = []
     /// Source paths visited that had a record.
@@ -80,7 +83,10 @@ public struct TreeScanner {
         try scanPath(scope, source: sourceStat, mirror: mirrorStat, into: &scan, collect: collectRemovedPaths)
         pairRenames(&scan)
         if scan.visitedRecords.count < records.records.count {
-            scan.staleRecords = records.records.keys.filter { $0.isWithin(scope) && !scan.visitedRecords.contains($0) }
+            let unread = scan.unreadable.compactMap(\.path)
+            scan.staleRecords = records.records.keys.filter { path in
+                path.isWithin(scope) && !scan.visitedRecords.contains(path) && !unread.contains { path != $0 && path.isWithin($0) }
+            }
         }
         return scan
     }
@@ -135,6 +141,12 @@ public struct TreeScanner {
             // The directory vanished (or became a link) while we walked: its own events
             // will follow; the rest of the walk goes on.
             scan.vanished.append(path)
+            return
+        } catch let error as KeepSyncError where path != scan.scope {
+            // Unreadable (EACCES, EIO): this directory fails, the rest of the walk goes on.
+            var e = error
+            if e.path == nil { e.path = path }
+            scan.unreadable.append(e)
             return
         }
         var mirrorEntries: [DirectoryEntry] = []

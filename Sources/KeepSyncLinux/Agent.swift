@@ -26,6 +26,8 @@ actor Agent {
     var lastStatus = ""
     var lastStatusWrite = ContinuousClock.now - .seconds(10)
     var rootProblem: String?
+    /// The source root's recorded identity.
+    var rootIdentity: RootIdentity?
 
     init(settings: CommandRunner.Settings, logger: Logger, notifier: SystemdNotifier, progress: TerminalProgress,
          reload: @escaping @Sendable () throws -> CommandRunner.Settings,
@@ -54,6 +56,7 @@ actor Agent {
         var records = prepared.records
         let sourceName = HostPaths.display(settings.source)
         records.root = RootIdentity(device: prepared.root.device, inode: prepared.root.inode)
+        rootIdentity = records.root
         try store.apply([.setRoot(records.root!)])
         let signals = SignalSource { number in Task { await self.handle(signal: number) } }
         defer { signals.cancel() }
@@ -194,10 +197,21 @@ actor Agent {
     // MARK: Status
 
     func statusLoop() async {
+        var ticks = 0
         while !Task.isCancelled {
             await writeStatusNow(force: false)
+            ticks += 1
+            if ticks % 4 == 0 { await watchRoot() }
             try? await Task.sleep(for: .milliseconds(250))
         }
+    }
+
+    /// Once a second: a source root that vanished or was replaced without an inotify
+    /// event reaching us (a lazy unmount) stops mirroring through the full pass's check.
+    func watchRoot() async {
+        guard let manager, state != "error", rootProblem == nil,
+              checkRoot(recordedEntries: 0, identity: rootIdentity) != nil else { return }
+        await manager.requestFullResync()
     }
 
     func writeStatusNow(force: Bool) async {

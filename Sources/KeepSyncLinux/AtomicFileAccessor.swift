@@ -89,6 +89,16 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         do throws(Errno) { try tree.root.syncFileSystem() } catch { throw error.error("syncfs") }
     }
 
+    /// Creates a temp file in the mirror root, writes 64 KiB into it and removes it.
+    public func probe() throws {
+        let (fd, name) = try createTemporary(in: tree.root, path: .root)
+        defer {
+            fd.close()
+            try? Sys.unlink(tree.root, name, directory: false)
+        }
+        do throws(Errno) { try fd.writeAll([UInt8](repeating: 0, count: 64 << 10)) } catch { throw error.error("write", path: .root) }
+    }
+
     /// Renames a staged temp file into place.
     public func publish(_ staged: StagedFile) throws -> FileStat {
         try tree.withParent(staged.path) { parent, name in

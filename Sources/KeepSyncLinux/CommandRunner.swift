@@ -279,7 +279,9 @@ public struct CommandRunner: Sendable {
         if !out.isEmpty { out += "\n" }
         out += CheckReport.summary(lines.count) + "\n"
         LogSink.writeOut(out)
-        return lines.isEmpty ? .success : .failure
+        // What could not be compared is not "no difference": named, and exit 1.
+        for error in scan.unreadable { LogSink.write("keepsync: error: \(error.description) (not compared)\n") }
+        return lines.isEmpty && scan.unreadable.isEmpty ? .success : .failure
     }
 
     // MARK: status

@@ -43,6 +43,8 @@ public final class InMemoryTree: FileAccessorProviding {
         case list
         /// `barrier`.
         case barrier
+        /// `probe`.
+        case probe
     }
 
     struct State {
@@ -264,6 +266,11 @@ public final class InMemoryTree: FileAccessorProviding {
     /// Counts barriers.
     public func barrier() throws {
         try begin(.barrier, .root)
+    }
+
+    /// Counts probes; fails as the failure hook says.
+    public func probe() throws {
+        try begin(.probe, .root)
     }
 
     /// Renames a staged temp file into place.

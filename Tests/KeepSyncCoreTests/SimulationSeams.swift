@@ -270,6 +270,11 @@ final class SimulationMirror: FileAccessorProviding {
         try tree.barrier()
     }
 
+    func probe() throws {
+        try gate("probe", .root)
+        try tree.probe()
+    }
+
     func publish(_ staged: StagedFile) throws -> FileStat {
         try gate("publish", staged.path)
         if let error = faults.mirror("publish", staged.path) {

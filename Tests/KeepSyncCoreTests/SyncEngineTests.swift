@@ -659,6 +659,29 @@ struct SyncEngineTests {
         try h.expectRecordsFollowMirror()
     }
 
+    @Test("a source directory that cannot be listed (EACCES) is one error; nothing below it is removed or forgotten, the rest syncs")
+    func unreadableSourceDirectory() throws {
+        let h = try Self.synced()
+        let docs = Self.p("docs")
+        h.source.failure.withLock {
+            $0 = { op, path in op == .list && path == docs ? KeepSyncError(.permissionDenied, "open directory: Permission denied") : nil }
+        }
+        h.source.writeFile(Self.p("a.txt"), Self.bytes("alpha, changed"))
+        let recordsBelow = h.engine.records.records.keys.filter { $0 != docs && $0.isWithin(docs) }
+        let summary = try h.pass()
+        #expect(summary.errors.map(\.path) == [docs])
+        #expect(summary.errors.first?.code == .permissionDenied)
+        #expect(summary.removedEntries == 0, "entries below an unreadable directory were removed")
+        #expect(h.mirror.node(Self.p("docs/deep/nested.bin")) != nil)
+        #expect(h.mirror.node(Self.p("a.txt"))?.content == Self.bytes("alpha, changed"), "the rest of the tree syncs")
+        let stored = try h.store.load().records
+        for path in recordsBelow { #expect(stored[path] != nil, "the record of \(path.escaped) was forgotten") }
+
+        h.source.failure.withLock { $0 = nil }
+        #expect(try h.pass().errors == [])
+        Self.assertTreesEqual(h.source, h.mirror)
+    }
+
     @Test("a directory that cannot be created is reported once and its entries are not attempted")
     func failedDirectory() throws {
         let h = Harness()

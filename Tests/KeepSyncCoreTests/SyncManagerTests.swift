@@ -628,7 +628,7 @@ struct SyncManagerTests {
 
     // MARK: Errors
 
-    @Test("a failed copy is reported for its path only, and the error goes when the path syncs")
+    @Test("a copy that finds the mirror full is reported for its path and the mirror, and both go when the path syncs")
     func failedCopyIsReportedAndCleared() async {
         let h = ManagerHarness()
         await h.fullSync()
@@ -644,8 +644,9 @@ struct SyncManagerTests {
         await h.settleAndProcess()
 
         var snapshot = await h.manager.snapshot()
-        #expect(Array(snapshot.errors.keys) == [full])
+        #expect(Set(snapshot.errors.keys) == [full, .root])
         #expect(snapshot.errors[full]?.contains("No space") == true)
+        #expect(snapshot.errors[.root]?.hasPrefix("the mirror is full") == true)
         #expect(h.differences() == ["+ big.bin (missing in mirror)"], "everything but the failed path syncs")
         #expect(h.storedRecords[full] == nil)
 
@@ -655,8 +656,11 @@ struct SyncManagerTests {
         await h.settleAndProcess()
 
         snapshot = await h.manager.snapshot()
-        #expect(snapshot.errors == [:])
+        #expect(Array(snapshot.errors.keys) == [.root], "the path synced; the mirror waits for its probe")
         h.expectMirrorEqualsSource()
+        h.clock.advance(by: .seconds(1))
+        await h.manager.processDue()
+        #expect(await h.manager.snapshot().errors == [:])
     }
 
     @Test("a failed path's error goes when the path is deleted")
@@ -673,7 +677,79 @@ struct SyncManagerTests {
         h.source.delete(full)
         await h.receive(.removed(full))
         await h.settleAndProcess()
+        // The mirror's own entry goes with the next write that lands (the probe).
+        h.clock.advance(by: .seconds(1))
+        await h.manager.processDue()
         #expect(await h.manager.snapshot().errors == [:])
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a full mirror is probed with a growing backoff, never per file, and a probe that writes resyncs everything that failed")
+    func fullMirrorIsProbedThenResynced() async {
+        let h = ManagerHarness()
+        await h.fullSync()
+        h.failMirror { op, path in
+            [.install, .makeDirectory, .probe].contains(op) ? KeepSyncError(.noSpace, "No space left on device", path: path) : nil
+        }
+        h.source.makeDirectory(Self.p("d"))
+        h.source.writeFile(Self.p("d/f"), Self.b("in a new directory"))
+        h.source.writeFile(Self.p("a.txt"), Self.b("a"))
+        await h.receive(.changed(Self.p("d")), .closedAfterWrite(Self.p("a.txt")))
+        await h.settleAndProcess()
+        #expect(await h.manager.snapshot().errors[.root]?.hasPrefix("the mirror is full") == true)
+        #expect(await h.manager.snapshot().pending == 0, "failed paths are not pending: READY and idle still come")
+
+        // Probes at +0.25 s, then +0.5 s, +1 s: each one write attempt, no per-file retries.
+        var gaps: [Duration] = []
+        var last = h.clock.now
+        for _ in 0..<3 {
+            let next = await h.manager.nextDeadline()
+            guard let next else { Issue.record("no probe is planned"); return }
+            gaps.append(last.duration(to: next))
+            h.clock.advance(by: last.duration(to: next))
+            last = next
+            let installs = h.installs
+            await h.manager.processDue()
+            #expect(h.installs == installs, "a failed probe copied files")
+        }
+        #expect(h.mirror.count(.probe) == 3)
+        #expect(gaps[1] > gaps[0] && gaps[2] > gaps[1], "backoff does not grow: \(gaps)")
+
+        // Space is back: the next probe writes and a full resync copies what failed.
+        h.failMirror(nil)
+        if let next = await h.manager.nextDeadline() { h.clock.advance(by: h.clock.now.duration(to: next)) }
+        await h.manager.processDue()
+        await h.manager.processDue()
+        #expect(await h.manager.snapshot().errors == [:])
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a path that failed (EIO) is tried again on its own after a second, with no new event")
+    func failedPathIsRetried() async {
+        let h = ManagerHarness()
+        await h.fullSync()
+        let file = Self.p("f.txt")
+        let failures = Mutex(2)
+        h.failMirror { op, path in
+            guard op == .install, path == file else { return nil }
+            return failures.withLock { n in
+                defer { n -= 1 }
+                return n > 0 ? KeepSyncError(.io, "fsync: Input/output error", path: path) : nil
+            }
+        }
+        h.source.writeFile(file, Self.b("data"))
+        await h.receive(.closedAfterWrite(file))
+        await h.manager.processDue()
+        #expect(await h.manager.snapshot().errors[file] != nil)
+        #expect(await h.manager.nextDeadline() == h.clock.now.advanced(by: .seconds(1)))
+        h.clock.advance(by: .seconds(1))
+        await h.manager.processDue()
+        #expect(await h.manager.snapshot().errors[file] != nil)
+        #expect(await h.manager.nextDeadline() == h.clock.now.advanced(by: .seconds(2)), "the second wait doubles")
+        h.clock.advance(by: .seconds(2))
+        await h.manager.processDue()
+        #expect(await h.manager.snapshot().errors == [:])
+        #expect(await h.manager.nextDeadline() == nil, "nothing is retried once the path synced")
         h.expectMirrorEqualsSource()
     }
 
