@@ -57,9 +57,26 @@ public struct RelativePath: Hashable, Comparable, Sendable {
 
     /// True when this path is `other` or lies below it.
     public func isWithin(_ other: RelativePath) -> Bool {
-        if other.bytes.isEmpty { return true }
-        guard bytes.count >= other.bytes.count, bytes.starts(with: other.bytes) else { return false }
-        return bytes.count == other.bytes.count || bytes[other.bytes.count] == 0x2F
+        let n = other.bytes.count
+        if n == 0 { return true }
+        guard bytes.count >= n else { return false }
+        return bytes.withUnsafeBufferPointer { a in
+            other.bytes.withUnsafeBufferPointer { b in
+                RelativePath.commonPrefix(a, b, limit: n) == n && (a.count == n || a[n] == 0x2F)
+            }
+        }
+    }
+
+    /// How many leading bytes `a` and `b` share, at most `limit` (8 at a time).
+    static func commonPrefix(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>, limit: Int) -> Int {
+        let ra = UnsafeRawBufferPointer(a), rb = UnsafeRawBufferPointer(b)
+        var i = 0
+        while i + 8 <= limit,
+              ra.loadUnaligned(fromByteOffset: i, as: UInt64.self) == rb.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+            i += 8
+        }
+        while i < limit, a[i] == b[i] { i += 1 }
+        return i
     }
 
     /// This path with the prefix `from` replaced by `to`; nil when not within `from`.
@@ -76,12 +93,16 @@ public struct RelativePath: Hashable, Comparable, Sendable {
 
     /// Byte-wise order, with `/` sorting before every other byte so parents precede children.
     public static func < (lhs: RelativePath, rhs: RelativePath) -> Bool {
-        for (a, b) in zip(lhs.bytes, rhs.bytes) where a != b {
-            if a == 0x2F { return true }
-            if b == 0x2F { return false }
-            return a < b
+        lhs.bytes.withUnsafeBufferPointer { a in
+            rhs.bytes.withUnsafeBufferPointer { b in
+                let n = min(a.count, b.count)
+                let i = commonPrefix(a, b, limit: n)
+                guard i < n else { return a.count < b.count }
+                if a[i] == 0x2F { return true }
+                if b[i] == 0x2F { return false }
+                return a[i] < b[i]
+            }
         }
-        return lhs.bytes.count < rhs.bytes.count
     }
 }
 

@@ -308,7 +308,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }
             // Copies still running below it would race a removal: wait for them.
             if inFlight.keys.contains(where: { $0 != path && $0.isWithin(path) }) {
-                pending[path] = Pending(first: now, deadline: now.advanced(by: timing.settle))
+                let later = clock.now.advanced(by: timing.settle)
+                pending[path] = Pending(first: later, deadline: later)
                 continue
             }
             process(path, liveRemovals: liveRemovals)
@@ -638,6 +639,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         while !stopping {
             processDue()
             if stopping { break }
+            // Let copy completions and events waiting for the actor in first, even when
+            // something is already due again (a slow pass must not starve them).
+            await Task.yield()
             await sleep(until: nextDeadline())
         }
         while !inFlight.isEmpty { await waitForSignal() }

@@ -522,6 +522,7 @@ struct SyncManagerTests {
         // The completion hops back onto the actor and must re-queue the path.
         let requeued = await ManagerHarness.eventually { await h.manager.nextDeadline() != nil }
         #expect(requeued, "the path was not queued again after its copy completed")
+        await h.manager.drainRecords()   // record appends run on their own queue
         #expect(h.storedRecords[file] != nil)
 
         await h.settleAndProcess()
@@ -535,6 +536,7 @@ struct SyncManagerTests {
 
         #expect(h.installs == 2)
         #expect(h.mirror.node(file)?.content == Self.b("version 2, longer"))
+        await h.manager.drainRecords()
         let record = try #require(h.storedRecords[file])
         #expect(record.describes(source: try #require(try h.source.stat(file))))
         let snapshot = await h.manager.snapshot()

@@ -1,0 +1,331 @@
+import Foundation
+import Glibc
+import KeepSyncCore
+import Synchronization
+import Testing
+
+/// Hostile inputs and races against a running agent (issue 5, item 5): awkward names and
+/// paths, special files, type flips, a file rewritten in place while it is copied, and
+/// two swap attacks (a mirror directory swapped for a link to an outside canary; a
+/// source file or directory swapped for a link to a secret).
+@Suite(.serialized)
+struct HostileInputTests {
+    /// Names as bytes: not UTF-8, newline, backslash, leading dash, 255 bytes, names that
+    /// look like keepsync's temp files (mirrored like any other), spaces, a lone quote.
+    static let names: [[UInt8]] = [
+        [0x66, 0xFF, 0xFE, 0x80], bytes("caf") + [0xE9], bytes("new\nline"), bytes("back\\slash"), bytes("-rf"),
+        bytes("--help"), bytes("-"), [UInt8](repeating: 0x6E, count: 255), bytes(".keepsync-tmp-0123456789abcdef"),
+        bytes(".keepsync-tmp-short"), bytes("two  spaces "), bytes("quote\"d'"), bytes("tab\tname"), [0x01, 0x02, 0x7F],
+    ]
+
+    @Test func awkwardNamesAndAFourThousandBytePathCreatedLiveAreMirroredExactly() async throws {
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await RunCommandTests.start(sandbox)
+        defer { agent.killNow() }
+        for (i, name) in Self.names.enumerated() {
+            try FS.writeFile(sandbox.source / name, FS.pattern(count: 100 + i, seed: UInt64(i + 1)))
+        }
+        try FS.mkdir(sandbox.source / (bytes("dir-") + [0xFF]))
+        try FS.writeFile(sandbox.source / (bytes("dir-") + [0xFF]) / bytes("-inner\n"), "inner\n")
+        // 4,000 bytes below the root: 19 directories of 200 bytes and a 200-byte file name.
+        var deep: [UInt8] = []
+        for level in 0..<19 {
+            let component = [UInt8](repeating: UInt8(ascii: "a") + UInt8(level), count: 200)
+            deep = deep.isEmpty ? component : deep / component
+            try FS.mkdir(sandbox.source / deep)
+        }
+        let deepFile = deep / [UInt8](repeating: 0x7A, count: 200)
+        try #require(deepFile.count >= 4000)
+        try FS.writeFile(sandbox.source / deepFile, "at the bottom of a 4,000-byte path\n")
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "awkward names")
+        #expect(try FS.readFile(sandbox.mirror / deepFile) == bytes("at the bottom of a 4,000-byte path\n"))
+
+        // Renaming the deep chain's top moves everything, copying nothing.
+        let top = [UInt8](repeating: UInt8(ascii: "a"), count: 200)
+        let deepInode = FS.lstat(sandbox.mirror / deepFile)?.inode
+        try FS.rename(sandbox.source / top, sandbox.source / bytes("moved-\n-top"))
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "renamed deep chain")
+        let moved = bytes("moved-\n-top") + deepFile.dropFirst(top.count)
+        #expect(FS.lstat(sandbox.mirror / moved)?.inode == deepInode, "the deep file was copied, not renamed")
+        #expect(Self.statusErrors(sandbox).isEmpty, "\(RunCommandTests.statusText(sandbox))")
+        try await RunCommandTests.stop(agent, sandbox)
+        let check = try sandbox.check()
+        #expect(check.status == 0 && check.stdoutText == "0 differences\n", "\(check)")
+    }
+
+    @Test func aFifoWithNoWriterASocketASymlinkLoopAndALinkToEtcNeitherHangNorLeakAndAreMirroredAsLinksOrSkipped() async throws {
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await RunCommandTests.start(sandbox)
+        defer { agent.killNow() }
+        try FS.mkfifo(sandbox.source / "pipe-without-writer")
+        try Self.makeSocket(sandbox.source / "sock")
+        try FS.symlink(target: bytes("loop-b"), at: sandbox.source / "loop-a")
+        try FS.symlink(target: bytes("loop-a"), at: sandbox.source / "loop-b")
+        try FS.symlink(target: bytes("self"), at: sandbox.source / "self")
+        try FS.symlink(target: bytes("/etc"), at: sandbox.source / "etc-link")
+        try FS.symlink(target: bytes("/etc/passwd"), at: sandbox.source / "passwd-link")
+        // After them, a plain file: mirrored promptly only if nothing above hung the agent.
+        try FS.writeFile(sandbox.source / "after.txt", "after the special files\n")
+        let copied = try await RunCommandTests.eventually(timeout: .seconds(10)) { FS.exists(sandbox.mirror / "after.txt") }
+        #expect(copied, "the agent hung on a special file\n\(agent.stderrText)")
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "special files",
+                                                        ignoring: [bytes("pipe-without-writer"), bytes("sock")])
+        #expect(!FS.exists(sandbox.mirror / "pipe-without-writer") && !FS.exists(sandbox.mirror / "sock"))
+        #expect(FS.lstat(sandbox.mirror / "etc-link")?.kind == .symlink, "the link to /etc was followed")
+        #expect(try FS.readlink(sandbox.mirror / "loop-a") == bytes("loop-b"))
+        #expect(FS.lstat(sandbox.mirror / "passwd-link")?.kind == .symlink)
+        let warnings = agent.stderrLines.filter { $0.contains("warning") && ($0.contains("pipe-without-writer") || $0.contains("sock")) }
+        #expect(warnings.count == 2, "one warning per special file: \(warnings)")
+        // Nothing of /etc was copied into the mirror.
+        #expect(!FS.exists(sandbox.mirror / "etc-link/passwd") || FS.lstat(sandbox.mirror / "etc-link")?.kind == .symlink)
+        try await RunCommandTests.stop(agent, sandbox)
+    }
+
+    @Test func aPathFlippingBetweenFileDirectoryAndSymlinkWhileTheAgentRunsConverges() async throws {
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await RunCommandTests.start(sandbox)
+        defer { agent.killNow() }
+        var rng = CrashTests.Rng(seed: CrashTests.seed ^ 0xF11F)
+        let x = sandbox.source / "x"
+        for flip in 0..<60 {
+            if let info = FS.lstat(x) {
+                if info.kind == .directory { try FS.removeTree(x) } else { try FS.unlink(x) }
+            }
+            switch flip % 4 {
+            case 0: try FS.writeFile(x, "file version \(flip)\n")
+            case 1:
+                try FS.mkdir(x)
+                try FS.writeFile(x / "child", "child \(flip)\n")
+                try FS.mkdir(x / "sub")
+            case 2: try FS.symlink(target: bytes("target-\(flip)"), at: x)
+            default: try FS.symlink(target: bytes("dir"), at: x)
+            }
+            if rng.next() % 3 == 0 {
+                try await Task.sleep(for: .milliseconds(Int64(rng.next() % 15)))  // random instants, not a wait
+            }
+        }
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after 60 type flips")
+        #expect(Self.statusErrors(sandbox).isEmpty, "\(RunCommandTests.statusText(sandbox))")
+        try await RunCommandTests.stop(agent, sandbox)
+    }
+
+    @Test func aFileRewrittenInPlaceWhileItIsCopiedNeverShowsAMixOfVersionsInTheMirror() async throws {
+        let sandbox = try Sandbox()
+        let file = sandbox.source / "in-place.bin"
+        let blocks = 128, blockSize = 64 << 10   // 8 MiB
+        try Self.writeVersion(file, version: 0, blocks: blocks, blockSize: blockSize, truncate: true)
+        let agent = try await RunCommandTests.start(sandbox)
+        defer { agent.killNow() }
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "version 0")
+
+        // A writer rewrites the file in place (no truncate, no rename), block by block.
+        let stop = Mutex(false), written = Mutex(0)
+        let writer = Thread {
+            var rng = CrashTests.Rng(seed: 0x1A9)
+            var version: UInt64 = 1
+            while !stop.withLock({ $0 }) {
+                try? Self.writeVersion(file, version: version, blocks: blocks, blockSize: blockSize, truncate: false)
+                written.withLock { $0 = Int(version) }
+                version += 1
+                usleep(UInt32(rng.next() % 30_000))
+            }
+        }
+        writer.start()
+        var samples = 0, mixes: [String] = [], seen: Set<UInt64> = []
+        let until = ContinuousClock.now + .seconds(4)
+        while ContinuousClock.now < until {
+            if let content = try? FS.readFile(sandbox.mirror / "in-place.bin") {
+                samples += 1
+                switch Self.versionOf(content, blocks: blocks, blockSize: blockSize) {
+                case .success(let v): seen.insert(v)
+                case .failure(let why): mixes.append(why.text)
+                }
+            }
+        }
+        stop.withLock { $0 = true }
+        while !writer.isFinished { usleep(1000) }
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after the writer stopped")
+        #expect(mixes.isEmpty, "\(mixes.count) of \(samples) mirror reads were not one complete version: \(mixes.prefix(5))")
+        #expect(seen.count >= 2, "only versions \(seen) reached the mirror while \(written.withLock { $0 }) were written")
+        print("HostileInputTests: in-place rewrites: \(written.withLock { $0 }) versions written, \(seen.count) reached the mirror, \(samples) reads, \(mixes.count) mixed")
+        try await RunCommandTests.stop(agent, sandbox)
+    }
+
+    @Test func aMirrorDirectorySwappedForALinkToAnOutsideCanaryWhileTheSourceChangesLeavesTheCanaryEmpty() async throws {
+        let sandbox = try Sandbox()
+        try FS.mkdir(sandbox.source / "sub")
+        for i in 0..<20 { try FS.writeFile(sandbox.source / "sub/f\(i)", "file \(i)\n") }
+        let canary = sandbox.root / "canary"
+        try FS.mkdir(canary)
+        let agent = try await RunCommandTests.start(sandbox, ["--max-delete", "100"])
+        defer { agent.killNow() }
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "initial sync")
+
+        let stop = Mutex(false), swaps = Mutex(0)
+        let mirrorRoot = sandbox.mirror
+        let mirrorSub = mirrorRoot / "sub"
+        let attacker = Thread {
+            var rng = CrashTests.Rng(seed: 0xA77)
+            var n = 0
+            while !stop.withLock({ $0 }) {
+                n += 1
+                let aside = mirrorRoot / "sub-aside-\(n)"
+                guard (try? FS.rename(mirrorSub, aside)) != nil else { usleep(200); continue }
+                if (try? FS.symlink(target: canary, at: mirrorSub)) != nil {
+                    swaps.withLock { $0 += 1 }
+                    usleep(UInt32(rng.next() % 3000))
+                    try? FS.unlink(mirrorSub)
+                }
+                try? FS.rename(aside, mirrorSub)
+                usleep(UInt32(rng.next() % 2000))
+            }
+        }
+        attacker.start()
+        for round in 0..<200 {
+            try FS.writeFile(sandbox.source / "sub/new-\(round)", "new \(round)\n")
+            try FS.writeFile(sandbox.source / "sub/f\(round % 20)", "rewritten in round \(round)\n")
+            if round % 10 == 0 { try FS.mkdirs(sandbox.source / "sub/d\(round)/deeper") }
+            usleep(2000)
+        }
+        stop.withLock { $0 = true }
+        while !attacker.isFinished { usleep(1000) }
+        if FS.lstat(mirrorSub)?.kind == .symlink { try FS.unlink(mirrorSub) }
+
+        let planted = try FS.list(canary)
+        #expect(planted.isEmpty, "keepsync wrote through the link: \(planted.map(FS.display))")
+        agent.send(SIGUSR1)
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after the attack and a resync")
+        #expect(try FS.list(canary).isEmpty)
+        print("HostileInputTests: mirror directory swapped for a link \(swaps.withLock { $0 }) times; canary empty")
+        try await RunCommandTests.stop(agent, sandbox)
+    }
+
+    @Test func aSourceFileOrDirectorySwappedForALinkToASecretNeverPutsTheSecretsBytesInTheMirror() async throws {
+        let sandbox = try Sandbox()
+        let marker = bytes("TOP-SECRET-\(UInt64.random(in: 0...UInt64.max))")
+        let secrets = sandbox.root / "secrets"
+        try FS.mkdir(secrets)
+        try FS.writeFile(secrets / "secret", marker + bytes("\n"))
+        try FS.writeFile(secrets / "doc.txt", marker + bytes(" as doc.txt\n"))
+        try FS.mkdir(sandbox.source / "inner")
+        try FS.writeFile(sandbox.source / "inner/doc.txt", "public inner\n")
+        try FS.writeFile(sandbox.source / "doc.txt", "public 0\n")
+        let agent = try await RunCommandTests.start(sandbox)
+        defer { agent.killNow() }
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "initial sync")
+
+        let stop = Mutex(false)
+        let source = sandbox.source
+        let swapper = Thread {
+            var rng = CrashTests.Rng(seed: 0x5EC)
+            var n = 0
+            while !stop.withLock({ $0 }) {
+                n += 1
+                let temp = source / "incoming.tmp"
+                if rng.next() % 2 == 0 {
+                    try? FS.writeFile(temp, "public \(n)\n")
+                } else {
+                    try? FS.symlink(target: secrets / "secret", at: temp)
+                }
+                try? FS.rename(temp, source / "doc.txt")
+                // The directory too: swapped for a link to the secrets directory and back.
+                if rng.next() % 4 == 0, (try? FS.rename(source / "inner", source / "inner.real")) != nil {
+                    try? FS.symlink(target: secrets, at: source / "inner")
+                    usleep(UInt32(rng.next() % 2000))
+                    try? FS.unlink(source / "inner")
+                    try? FS.rename(source / "inner.real", source / "inner")
+                }
+                usleep(UInt32(rng.next() % 3000))
+            }
+        }
+        swapper.start()
+        var leaks: [String] = [], scans = 0
+        let until = ContinuousClock.now + .seconds(3)
+        while ContinuousClock.now < until {
+            scans += 1
+            leaks += Self.filesContaining(marker, under: sandbox.mirror)
+        }
+        stop.withLock { $0 = true }
+        while !swapper.isFinished { usleep(1000) }
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after the swaps stopped")
+        leaks += Self.filesContaining(marker, under: sandbox.mirror)
+        #expect(leaks.isEmpty, "the secret's bytes appeared in the mirror at \(Set(leaks)) (\(scans) scans)")
+        try await RunCommandTests.stop(agent, sandbox)
+    }
+}
+
+// MARK: - Helpers
+
+extension HostileInputTests {
+    static func statusErrors(_ sandbox: Sandbox) -> [[String: Any]] {
+        RunCommandTests.status(sandbox)?["errors"] as? [[String: Any]] ?? []
+    }
+
+    /// A listening-less unix socket bound at `path` (the inode stays after close).
+    static func makeSocket(_ path: [UInt8]) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw FSError(call: "socket", path: path, code: errno) }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: address.sun_path)
+        try #require(path.count < capacity, "socket path too long for sun_path")
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            for (i, b) in path.enumerated() { buffer[i] = b }
+            buffer[path.count] = 0
+        }
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { throw FSError(call: "bind", path: path, code: errno) }
+    }
+
+    /// Writes every block of `file` stamped with `version` (8 bytes) and its index (8 bytes).
+    static func writeVersion(_ file: [UInt8], version: UInt64, blocks: Int, blockSize: Int, truncate: Bool) throws {
+        let fd = FS.withCPath(file) { open($0, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0o644) }
+        guard fd >= 0 else { throw FSError(call: "open", path: file, code: errno) }
+        defer { close(fd) }
+        var block = FS.pattern(count: blockSize, seed: 77)
+        for index in 0..<blocks {
+            withUnsafeBytes(of: version.littleEndian) { v in block.withUnsafeMutableBytes { $0.copyMemory(from: v) } }
+            withUnsafeBytes(of: UInt64(index).littleEndian) { i in
+                block.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[8..<16]).copyMemory(from: i) }
+            }
+            let n = block.withUnsafeBytes { pwrite(fd, $0.baseAddress, blockSize, off_t(index * blockSize)) }
+            guard n == blockSize else { throw FSError(call: "pwrite", path: file, code: errno) }
+        }
+    }
+
+    /// The one version every block of `content` carries, or why it is not one version.
+    static func versionOf(_ content: [UInt8], blocks: Int, blockSize: Int) -> Result<UInt64, MixError> {
+        guard content.count == blocks * blockSize else { return .failure(MixError(text: "\(content.count) bytes")) }
+        func field(_ offset: Int) -> UInt64 {
+            (0..<8).reduce(UInt64(0)) { $0 | UInt64(content[offset + $1]) << (8 * $1) }
+        }
+        let first = field(0)
+        for index in 0..<blocks where field(index * blockSize) != first || field(index * blockSize + 8) != UInt64(index) {
+            return .failure(MixError(text: "block \(index) holds version \(field(index * blockSize)), block 0 version \(first)"))
+        }
+        return .success(first)
+    }
+
+    struct MixError: Error, CustomStringConvertible {
+        var text: String
+        var description: String { text }
+    }
+
+    /// Regular files below `root` whose bytes contain `marker`.
+    static func filesContaining(_ marker: [UInt8], under root: [UInt8]) -> [String] {
+        var hits: [String] = []
+        try? CrashTests.walk(root) { path, _, info in
+            guard info.kind == .regular, let content = try? FS.readFile(root / path) else { return }
+            if content.count >= marker.count, (0...(content.count - marker.count)).contains(where: { content[$0..<($0 + marker.count)].elementsEqual(marker) }) {
+                hits.append(FS.display(path))
+            }
+        }
+        return hits
+    }
+}
