@@ -192,11 +192,8 @@ struct SafetyUnderStressTests {
             #expect(loser.exitStatus == 3, "trial \(trial): the second agent exited \(loser.exitStatus.map(String.init) ?? "-")\n\(loser.stderrText)")
             let errors = loser.stderrLines.filter { $0.contains("keepsync: error:") }
             #expect(errors.count == 1 && errors[0].contains("another keepsync"), "trial \(trial): \(loser.stderrText)")
-            // BUG lock-pid-race (see regressionTheLoserOfASimultaneousStartNamesTheHoldersPid): the loser often
-            // reads the lock file before the winner has written its PID and says "pid unknown".
-            withKnownIssue("BUG lock-pid-race: StateLock writes the PID after taking the lock", isIntermittent: true) {
-                #expect(errors.contains { $0.contains("pid \(winner.pid))") }, "trial \(trial): does not name PID \(winner.pid): \(errors)")
-            }
+            // Lock-pid race (fixed in 444b260): the loser names the winner's PID.
+            #expect(errors.contains { $0.contains("pid \(winner.pid))") }, "trial \(trial): does not name PID \(winner.pid): \(errors)")
             guard winner.poll() == nil else { continue }
             let watching = try await RunCommandTests.eventually(timeout: .seconds(30)) {
                 let s = RunCommandTests.status(sandbox)
@@ -209,10 +206,9 @@ struct SafetyUnderStressTests {
         }
     }
 
-    /// Minimal regression test for BUG lock-pid-race: `StateLock` takes the `flock` first and
-    /// writes its PID after, so a contender that loses in between reads an empty (or the
-    /// previous holder's) PID. Three agents start at once, up to 40 times; every loser must
-    /// name the one that runs. A race, so it fails in most runs, not all, until fixed.
+    /// Regression test for the lock-pid race (fixed in 444b260: the PID is written in place
+    /// and a loser re-reads briefly): three agents start at once, 40 times; every loser
+    /// must name the one that runs.
     @Test func regressionTheLoserOfASimultaneousStartNamesTheHoldersPid() async throws {
         let sandbox = try Sandbox()
         try FS.writeFile(sandbox.source / "file", "data\n")

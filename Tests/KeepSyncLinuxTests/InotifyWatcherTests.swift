@@ -563,7 +563,7 @@ extension InotifyWatcherTests {
         var snapshot: [WatchEvent] { state.withLock { $0.events } }
 
         /// True once `condition` holds for what arrived, false if `timeout` passes first.
-        func wait(timeout: Duration = .seconds(5), until condition: ([WatchEvent]) -> Bool) async -> Bool {
+        func wait(timeout: Duration = .seconds(15), until condition: ([WatchEvent]) -> Bool) async -> Bool {
             let deadline = ContinuousClock.now + timeout
             while true {
                 if state.withLock({ condition($0.events) }) { return true }
