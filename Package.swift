@@ -5,6 +5,7 @@ let package = Package(
     name: "keepsync",
     products: [
         .executable(name: "keepsync", targets: ["keepsync"]),
+        .executable(name: "keepsync-bench", targets: ["keepsync-bench"]),
     ],
     targets: [
         .target(
@@ -14,6 +15,7 @@ let package = Package(
         .target(name: "KeepSyncCore"),
         .target(name: "KeepSyncLinux", dependencies: ["KeepSyncCore", "CKeepSyncShims"]),
         .executableTarget(name: "keepsync", dependencies: ["KeepSyncCore", "KeepSyncLinux"]),
+        .executableTarget(name: "keepsync-bench"),
         .target(name: "KeepSyncTestSupport", dependencies: ["KeepSyncCore"]),
         .testTarget(name: "KeepSyncCoreTests", dependencies: ["KeepSyncCore", "KeepSyncTestSupport"]),
         .testTarget(name: "KeepSyncLinuxTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "KeepSyncTestSupport"]),

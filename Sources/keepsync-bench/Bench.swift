@@ -1,0 +1,152 @@
+import Glibc
+
+/// The measures, run against the tools found on this machine.
+final class Bench {
+    let options: BenchOptions
+    let work: [UInt8]
+    let keepsync: [UInt8]
+    let cp = Spawn.which("cp")
+    let rsync = Spawn.which("rsync")
+    let lsyncd = Spawn.which("lsyncd")
+    let cold: Bool
+    var rng: TreeBuilder.Rng
+    var failures: [String] = []
+
+    init(options: BenchOptions, work: [UInt8], keepsync: [UInt8]) {
+        self.options = options
+        self.work = work
+        self.keepsync = keepsync
+        cold = Machine.canDropCaches
+        rng = TreeBuilder.Rng(state: options.seed ^ 0x1A7)
+    }
+
+    func path(_ name: String) -> [UInt8] { Paths.join(work, name) }
+
+    func log(_ text: String) { FileHandleOut.error("  \(text)") }
+
+    /// Verifies a copy; a difference is a failure of that sample, never a number.
+    func verify(_ source: [UInt8], _ mirror: [UInt8], _ what: String, into samples: inout Samples) -> Bool {
+        let diff = TreeVerifier.differences(source, mirror)
+        guard diff.isEmpty else {
+            let line = "\(what): the copy differs from the source: \(diff.prefix(3).joined(separator: "; "))"
+            samples.failures.append(line)
+            failures.append(line)
+            return false
+        }
+        return true
+    }
+
+    func record(_ samples: inout Samples, _ what: String, _ body: () throws -> Double) {
+        do { samples.values.append(try body()) } catch {
+            let line = "\(what): \(error)"
+            samples.failures.append(line)
+            failures.append(line)
+        }
+    }
+
+    // MARK: Initial copy and no-op rerun
+
+    func copyMeasures() throws -> [Row] {
+        let source = path("tree")
+        var builder = TreeBuilder(seed: options.seed)
+        let started = Clock.now()
+        let bytes = try builder.buildMain(source, files: options.files)
+        log("tree: \(options.files) files, \(bytes >> 20) MiB, built in \(Unit.seconds.format(Clock.now() - started))")
+        var k = Samples(), c = Samples(), r = Samples()
+        var nk = Samples(), nr = Samples()
+        for rep in 0..<options.repetitions {
+            let km = path("copy-keepsync-\(rep)"), ks = path("state-\(rep)")
+            let cm = path("copy-cp-\(rep)"), rm = path("copy-rsync-\(rep)")
+            record(&k, "keepsync sync, repetition \(rep + 1)") {
+                try timed { try Spawn.run([keepsync, b("sync"), b("--source"), source, b("--mirror"), km, b("--state"), ks, b("--log-level"), b("warning")]) }
+            }
+            _ = verify(source, km, "keepsync sync, repetition \(rep + 1)", into: &k)
+            if let cp {
+                record(&c, "cp -a, repetition \(rep + 1)") { try timed { try Spawn.run([cp, b("-a"), source + b("/."), cm]) } }
+                _ = verify(source, cm, "cp -a, repetition \(rep + 1)", into: &c)
+            }
+            if let rsync {
+                record(&r, "rsync -a, repetition \(rep + 1)") { try timed { try Spawn.run([rsync, b("-a"), source + b("/"), rm + b("/")]) } }
+                _ = verify(source, rm, "rsync -a, repetition \(rep + 1)", into: &r)
+            }
+            log("initial copy \(rep + 1)/\(options.repetitions): keepsync \(k.values.last.map { Unit.seconds.format($0) } ?? "-"), cp -a \(c.values.last.map { Unit.seconds.format($0) } ?? "-"), rsync -a \(r.values.last.map { Unit.seconds.format($0) } ?? "-")")
+        }
+        for rep in 0..<options.repetitions {
+            let km = path("copy-keepsync-\(rep)"), ks = path("state-\(rep)"), rm = path("copy-rsync-\(rep)")
+            record(&nk, "keepsync no-op sync, repetition \(rep + 1)") {
+                try timed { try Spawn.run([keepsync, b("sync"), b("--source"), source, b("--mirror"), km, b("--state"), ks, b("--log-level"), b("warning")]) }
+            }
+            _ = verify(source, km, "keepsync no-op sync, repetition \(rep + 1)", into: &nk)
+            if let rsync {
+                record(&nr, "rsync -a no-op, repetition \(rep + 1)") { try timed { try Spawn.run([rsync, b("-a"), source + b("/"), rm + b("/")]) } }
+                _ = verify(source, rm, "rsync -a no-op, repetition \(rep + 1)", into: &nr)
+            }
+            log("no-op rerun \(rep + 1)/\(options.repetitions): keepsync \(nk.values.last.map { Unit.milliseconds.format($0) } ?? "-"), rsync -a \(nr.values.last.map { Unit.milliseconds.format($0) } ?? "-")")
+        }
+        let temperature = cold ? "cold" : "warm"
+        let size = "\(options.files / 1000)k files / \(bytes >> 20) MiB"
+        return [
+            Row(measure: "initial copy, \(size), \(temperature), durable", unit: .seconds,
+                tools: [("keepsync", k), ("cp -a", c), ("rsync -a", r)], targets: [("cp -a", 1.0), ("rsync -a", 0.8)]),
+            Row(measure: "no-op rerun, \(temperature)", unit: .milliseconds,
+                tools: [("keepsync", nk), ("rsync -a", nr)], targets: [("rsync -a", 0.7)]),
+        ]
+    }
+
+    /// Seconds `body` takes, caches dropped before (when allowed) and `sync` after.
+    func timed(_ body: () throws -> Double) throws -> Double {
+        if cold { Machine.dropCaches() } else { Glibc.sync() }
+        let start = Clock.now()
+        _ = try body()
+        Glibc.sync()
+        return Clock.now() - start
+    }
+
+    func b(_ s: String) -> [UInt8] { Array(s.utf8) }
+
+    // MARK: Agents
+
+    /// A running `keepsync run` that said READY=1.
+    func startKeepsync(source: [UInt8], mirror: [UInt8], state: [UInt8], name: String) throws -> (Spawn, Double) {
+        let socket = try NotifySocket(path("\(name).notify"))
+        let start = Clock.now()
+        let child = try Spawn([keepsync, b("run"), b("--source"), source, b("--mirror"), mirror, b("--state"), state,
+                               b("--log-level"), b("warning")],
+                              extra: ["NOTIFY_SOCKET": Paths.display(socket.path)], output: path("\(name).log"))
+        guard let ready = socket.waitReady(timeout: 600, alive: { child.poll() == nil }) else {
+            child.stop()
+            throw BenchError("keepsync run never said READY=1 (see \(Paths.display(path("\(name).log"))))")
+        }
+        return (child, ready - start)
+    }
+
+    /// A running lsyncd (delay 0, default.rsync) whose startup sync is done.
+    func startLsyncd(source: [UInt8], mirror: [UInt8], name: String) throws -> Spawn {
+        guard let lsyncd else { throw BenchError("lsyncd is not installed") }
+        let config = path("\(name).lua")
+        let marker = "lsyncd-started-\(rng.next())"
+        try Paths.write(Paths.join(source, marker), Array("marker\n".utf8))
+        let text = """
+            settings { nodaemon = true, logfile = "\(Paths.display(path("\(name).log")))", insist = true }
+            sync { default.rsync, source = "\(Paths.display(source))/", target = "\(Paths.display(mirror))/", delay = 0 }
+
+            """
+        try Paths.write(config, Array(text.utf8))
+        try Paths.mkdirs(mirror)
+        let child = try Spawn([lsyncd, config], output: path("\(name).out"))
+        let until = Clock.now() + 600
+        while !Paths.exists(Paths.join(mirror, marker)) {
+            guard child.poll() == nil, Clock.now() < until else {
+                child.stop()
+                throw BenchError("lsyncd did not finish its startup sync (see \(Paths.display(path("\(name).log"))))")
+            }
+            usleep(10_000)
+        }
+        // Let its startup rsync exit before anything is timed.
+        usleep(300_000)
+        unlink(Paths.display(Paths.join(source, marker)))
+        let gone = Clock.now() + 30
+        while Paths.exists(Paths.join(mirror, marker)) && Clock.now() < gone { usleep(10_000) }
+        return child
+    }
+}

@@ -1,0 +1,182 @@
+import Glibc
+
+extension Bench {
+    // MARK: Propagation latency
+
+    /// 4 KiB write-close operations, alternating between a keepsync and an lsyncd tree:
+    /// time from the close until the complete file is in that tool's mirror.
+    func latencyMeasures() throws -> [Row] {
+        let kSource = path("latency-keepsync-src"), kMirror = path("latency-keepsync-mirror")
+        let lSource = path("latency-lsyncd-src"), lMirror = path("latency-lsyncd-mirror")
+        for dir in [kSource, lSource] {
+            try Paths.mkdirs(dir)
+            try Paths.write(Paths.join(dir, "existing.txt"), Array("already here\n".utf8))
+        }
+        let (agent, _) = try startKeepsync(source: kSource, mirror: kMirror, state: path("latency-keepsync-state"), name: "latency-keepsync")
+        defer { agent.stop() }
+        var lsyncdAgent: Spawn?
+        if lsyncd != nil {
+            do { lsyncdAgent = try startLsyncd(source: lSource, mirror: lMirror, name: "latency-lsyncd") } catch { log("\(error)") }
+        }
+        defer { lsyncdAgent?.stop() }
+        let kWatch = try DirectoryWatch(kMirror)
+        let lWatch = lsyncdAgent == nil ? nil : try DirectoryWatch(lMirror)
+        var k = Samples(), l = Samples()
+        var content = [UInt8](repeating: 0, count: 4096)
+        for i in 0..<options.latencyWrites {
+            for (tool, source, mirror, watch) in [("keepsync", kSource, kMirror, Optional(kWatch)), ("lsyncd", lSource, lMirror, lWatch)] {
+                guard let watch else { continue }
+                content.withUnsafeMutableBytes { raw in
+                    for w in 0..<(4096 / 8) { raw.storeBytes(of: rng.next(), toByteOffset: w * 8, as: UInt64.self) }
+                }
+                let name = b("w\(i).dat")
+                try Paths.write(Paths.join(source, name), content)
+                let closed = Clock.now()
+                var samples = tool == "keepsync" ? k : l
+                if let arrived = watch.wait(for: name, timeout: 10) {
+                    let got = Machine.readBytes(Paths.join(mirror, name))
+                    if got == content {
+                        samples.values.append(arrived - closed)
+                    } else {
+                        let line = "\(tool): w\(i).dat arrived incomplete (\(got?.count ?? 0) bytes)"
+                        samples.failures.append(line)
+                        failures.append(line)
+                    }
+                } else {
+                    let line = "\(tool): w\(i).dat not in the mirror after 10 s"
+                    samples.failures.append(line)
+                    failures.append(line)
+                }
+                if tool == "keepsync" { k = samples } else { l = samples }
+                usleep(20_000)
+            }
+        }
+        log("latency: \(k.values.count) keepsync, \(l.values.count) lsyncd samples")
+        func percentile(_ s: Samples, _ p: Double) -> Samples {
+            guard !s.values.isEmpty else { return Samples(values: [], failures: s.failures) }
+            let sorted = s.values.sorted()
+            let index = min(sorted.count - 1, Int((p * Double(sorted.count)).rounded(.up)) - 1)
+            return Samples(values: [sorted[max(0, index)]], failures: s.failures)
+        }
+        let n = options.latencyWrites
+        return [
+            Row(measure: "latency p50, \(n) x 4 KiB", unit: .milliseconds, tools: [("keepsync", percentile(k, 0.5)), ("lsyncd", percentile(l, 0.5))],
+                targets: [("lsyncd", nil)], absolute: 0.002),
+            Row(measure: "latency p90", unit: .milliseconds, tools: [("keepsync", percentile(k, 0.9)), ("lsyncd", percentile(l, 0.9))],
+                targets: [("lsyncd", nil)]),
+            Row(measure: "latency p99", unit: .milliseconds, tools: [("keepsync", percentile(k, 0.99)), ("lsyncd", percentile(l, 0.99))],
+                targets: [("lsyncd", nil)], absolute: 0.008),
+            Row(measure: "latency max", unit: .milliseconds, tools: [("keepsync", percentile(k, 1)), ("lsyncd", percentile(l, 1))],
+                targets: [("lsyncd", nil)]),
+        ]
+    }
+
+    // MARK: Burst
+
+    /// `burstFiles` files written at once (three quarters in new directories) into a
+    /// watched tree: seconds from the last close until the mirror holds every file.
+    func burstMeasures() throws -> [Row] {
+        var k = Samples(), l = Samples(), km = Samples(), lm = Samples()
+        var directoryNotes: [String] = []
+        let reps = options.quick ? 1 : 2
+        for rep in 0..<reps {
+            for tool in ["keepsync", "lsyncd"] {
+                if tool == "lsyncd" && lsyncd == nil { continue }
+                let source = path("burst-\(tool)-\(rep)-src"), mirror = path("burst-\(tool)-\(rep)-mirror")
+                for d in 0..<50 {
+                    try Paths.mkdirs(Paths.join(source, "old\(d)"))
+                    for f in 0..<10 { try Paths.write(Paths.join(source, "old\(d)/e\(f)"), Array("existing \(d)/\(f)\n".utf8)) }
+                }
+                let agent: Spawn
+                do {
+                    agent = tool == "keepsync"
+                        ? try startKeepsync(source: source, mirror: mirror, state: path("burst-\(tool)-\(rep)-state"), name: "burst-\(tool)-\(rep)").0
+                        : try startLsyncd(source: source, mirror: mirror, name: "burst-\(tool)-\(rep)")
+                } catch {
+                    failures.append("\(tool) burst: \(error)")
+                    continue
+                }
+                defer { agent.stop() }
+                var expected: [[UInt8]] = []
+                expected.reserveCapacity(options.burstFiles)
+                let inNew = options.burstFiles * 3 / 4
+                var content = [UInt8](repeating: 0x61, count: 4096)
+                for j in 0..<options.burstFiles {
+                    let rel: [UInt8]
+                    if j < inNew {
+                        if j % 100 == 0 { try Paths.mkdir(Paths.join(source, "new\(j / 100)")) }
+                        rel = b("new\(j / 100)/n\(j)")
+                    } else {
+                        rel = b("old\(j % 50)/n\(j)")
+                    }
+                    let size = rng.below(4097)
+                    content.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(j), toByteOffset: 0, as: UInt64.self) }
+                    try content.withUnsafeBytes { try Paths.write(Paths.join(source, rel), UnsafeRawBufferPointer(rebasing: $0[0..<size])) }
+                    expected.append(rel)
+                }
+                let last = Clock.now()
+                var missing = expected
+                let until = last + 120
+                while !missing.isEmpty && Clock.now() < until {
+                    var still: [[UInt8]] = []
+                    var checked = 0
+                    for rel in missing {
+                        if still.count >= 200 { still.append(rel); continue }
+                        checked += 1
+                        if !Paths.exists(Paths.join(mirror, rel)) { still.append(rel) }
+                    }
+                    missing = still
+                    if !missing.isEmpty { usleep(20_000) }
+                }
+                // Converged when every file exists and the whole tree verifies.
+                var samples = tool == "keepsync" ? k : l
+                var counted = tool == "keepsync" ? km : lm
+                let arrived = Clock.now()
+                counted.values.append(Double(missing.count))
+                if missing.isEmpty {
+                    var settled = false
+                    let verifyUntil = Clock.now() + 30
+                    var diff: [String] = []
+                    while !settled && Clock.now() < verifyUntil {
+                        diff = TreeVerifier.differences(source, mirror, directoryTimes: false)
+                        settled = diff.isEmpty
+                        if !settled { usleep(50_000) }
+                    }
+                    // Directory mtimes are checked apart: lsyncd (rsync per file) leaves them behind.
+                    let times = TreeVerifier.differences(source, mirror, limit: 1_000_000).count
+                    if times > 0 { directoryNotes.append("\(tool) burst \(rep + 1): \(times) directory mtimes differ") }
+                    if settled {
+                        samples.values.append(arrived - last)
+                    } else {
+                        let line = "\(tool) burst \(rep + 1): every file arrived but the mirror differs: \(diff.prefix(3).joined(separator: "; "))"
+                        samples.failures.append(line)
+                        failures.append(line)
+                    }
+                } else {
+                    let line = "\(tool) burst \(rep + 1): \(missing.count) files missing after 120 s"
+                    samples.failures.append(line)
+                    failures.append(line)
+                }
+                log("burst \(rep + 1)/\(reps) \(tool): \(samples.values.last.map { Unit.seconds.format($0) } ?? "-"), \(missing.count) missing")
+                if tool == "keepsync" { k = samples; km = counted } else { l = samples; lm = counted }
+            }
+        }
+        return [
+            Row(measure: "burst of \(options.burstFiles / 1000)k files, to converged", unit: .seconds,
+                tools: [("keepsync", k), ("lsyncd", l)], targets: [("lsyncd", nil)], absolute: 1.5),
+            Row(measure: "burst: files missing", unit: .count, tools: [("keepsync", km), ("lsyncd", lm)], absolute: 0,
+                note: directoryNotes.isEmpty ? "" : directoryNotes.joined(separator: "; ")),
+        ]
+    }
+}
+
+extension Machine {
+    static func readBytes(_ path: [UInt8]) -> [UInt8]? {
+        let fd = Paths.with(path) { open($0, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let n = Paths.readAll(fd, into: &buffer)
+        return Array(buffer[..<n])
+    }
+}
