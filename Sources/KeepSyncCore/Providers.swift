@@ -20,13 +20,23 @@ public protocol FileSystemProviding: Sendable {
     func readLink(_ path: RelativePath) throws -> [UInt8]
     /// Opens a regular file for reading.
     func open(_ path: RelativePath) throws -> any SourceFile
+    /// The stat at `path`, for telling whether a file changed since a stat (may be
+    /// cheaper than `stat`, and need not be confined: a wrong answer only differs).
+    func currentVersion(_ path: RelativePath) throws -> FileStat?
+}
+
+extension FileSystemProviding {
+    /// `stat`, unless the tree has a cheaper way.
+    public func currentVersion(_ path: RelativePath) throws -> FileStat? { try stat(path) }
 }
 
 /// Writes into the mirror, relative to its root, never following a symlink and never
-/// writing outside it. Every change is durable when the call returns.
+/// writing outside it. A file's bytes are durable before it appears under its name; the
+/// entries themselves are durable after the next `barrier`, which every record append
+/// waits for (a record never claims what a power cut could undo).
 public protocol FileAccessorProviding: FileSystemProviding {
     /// Copies `source` to `path` atomically (temp file, data, mode, mtime, fsync,
-    /// unchanged check, rename, directory fsync). Returns the installed file's stat.
+    /// unchanged check, rename). Returns the installed file's stat.
     /// Throws `.sourceChanged` when the source changed during the copy.
     func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat
     /// Creates a directory (mode applied later by `setAttributes`).

@@ -1,3 +1,6 @@
+import Dispatch
+import Synchronization
+
 /// Options of a full pass.
 public struct SyncOptions: Sendable {
     /// Whether deletions propagate.
@@ -74,20 +77,69 @@ public final class SyncEngine {
     /// Batch size for record appends.
     static let batchSize = 1024
     /// A group commit's size: at most this many files or bytes.
-    static let groupFiles = 64
-    static let groupBytes: UInt64 = 64 << 20
+    static let groupFiles = 256
+    static let groupBytes: UInt64 = 128 << 20
     /// Copies waiting for their group commit, and their size.
     var batch: [RelativePath] = []
     var batchBytes: UInt64 = 0
     /// Directory finishes waiting for the batch (their mtimes must follow the renames).
     var waitingFinishes: [(path: RelativePath, source: FileStat, dirty: Bool)] = []
 
-    /// Commits the batched copies, records them, then runs the waiting directory finishes.
+    /// Parallel staging for the engine's own group commits (`sync`); serial by default.
+    public var io: ParallelIO = .serial
+    /// Overlap each group's barrier with the staging of the next (`sync`).
+    public var pipelinesCommits = false
+    /// A staged group whose barrier runs while the next one is staged, with the directory
+    /// finishes that wait for it.
+    var inFlight: (group: StagedGroup, barrier: DispatchGroup, error: BarrierOutcome,
+                   finishes: [(path: RelativePath, source: FileStat, dirty: Bool)])?
+
+    /// What a barrier on another thread said.
+    final class BarrierOutcome: Sendable {
+        let error = Mutex<(any Error)?>(nil)
+    }
+
+    /// Stages the batched copies; commits them (or, pipelined, the group before them),
+    /// records them, then runs the directory finishes that waited for them.
     func commitBatch(_ summary: inout SyncSummary) {
         let paths = batch
         batch.removeAll(keepingCapacity: true)
         batchBytes = 0
-        for (path, result) in SyncEngine.copyFiles(paths, source: source, mirror: mirror, logger: logger) {
+        guard pipelinesCommits, paths.count > 1 else {
+            finishInFlight(&summary)
+            if !paths.isEmpty {
+                let results = SyncEngine.copyFiles(paths, source: source, mirror: mirror, logger: logger, io: io)
+                note(results.map { ($0.path, $0.result) }, &summary)
+            }
+            let finishes = waitingFinishes
+            waitingFinishes.removeAll()
+            for f in finishes { finish(f.path, source: f.source, entriesChanged: f.dirty, summary: &summary) }
+            return
+        }
+        let group = SyncEngine.stage(paths, source: source, mirror: mirror, io: io)
+        finishInFlight(&summary)
+        let outcome = BarrierOutcome()
+        let mirror = self.mirror
+        let barrier = group.staged.isEmpty ? DispatchGroup() : io.start {
+            do { try mirror.barrier() } catch { outcome.error.withLock { $0 = error } }
+        }
+        inFlight = (group, barrier, outcome, waitingFinishes)
+        waitingFinishes.removeAll()
+    }
+
+    /// Waits for the in-flight group's barrier, publishes and records it, runs its finishes.
+    func finishInFlight(_ summary: inout SyncSummary) {
+        guard var pending = inFlight else { return }
+        inFlight = nil
+        pending.barrier.wait()
+        SyncEngine.publish(&pending.group, barrierError: pending.error.error.withLock { $0 }, source: source, mirror: mirror, logger: logger)
+        note(pending.group.paths.map { ($0, pending.group.results[$0] ?? .success(nil)) }, &summary)
+        for f in pending.finishes { finish(f.path, source: f.source, entriesChanged: f.dirty, summary: &summary) }
+    }
+
+    /// Records the copies that landed and reports the ones that failed.
+    private func note(_ results: [(RelativePath, Result<CopyResult?, any Error>)], _ summary: inout SyncSummary) {
+        for (path, result) in results {
             switch result {
             case .success(let copied?):
                 recordCopy(copied)
@@ -100,9 +152,6 @@ public final class SyncEngine {
                 report(error, path: path, into: &summary)
             }
         }
-        let finishes = waitingFinishes
-        waitingFinishes.removeAll()
-        for f in finishes { finish(f.path, source: f.source, entriesChanged: f.dirty, summary: &summary) }
     }
 
     /// Sets a directory's attributes after its entries and records it.
@@ -223,14 +272,17 @@ public final class SyncEngine {
             case .finishDirectory(let path, let sourceStat):
                 finished.insert(path)
                 if isBlocked(path) || blocked.contains(path) { continue }
-                if batch.isEmpty {
-                    finish(path, source: sourceStat, entriesChanged: dirty.contains(path), summary: &summary)
-                } else {
+                if !batch.isEmpty {
                     waitingFinishes.append((path, sourceStat, dirty.contains(path)))
+                } else if inFlight != nil {
+                    inFlight!.finishes.append((path, sourceStat, dirty.contains(path)))
+                } else {
+                    finish(path, source: sourceStat, entriesChanged: dirty.contains(path), summary: &summary)
                 }
             }
         }
         commitBatch(&summary)
+        finishInFlight(&summary)
         for dir in refix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) where !isBlocked(dir) {
             do { try fixDirectory(dir) } catch { report(error, path: dir, into: &summary) }
         }
@@ -326,54 +378,89 @@ public final class SyncEngine {
         }
     }
 
+    /// The outcome of each copy, by path.
+    public typealias CopyResults = [RelativePath: Result<CopyResult?, any Error>]
+
     /// Copies several files with one group commit: stage each, one barrier, then
     /// rename each whose source is still the version copied; a changed one is copied
     /// again on its own. A single file takes the plain `install` path. Touches no engine
     /// state: safe on any thread. Results are in the order of `paths`.
     public static func copyFiles(_ paths: [RelativePath], source: any FileSystemProviding, mirror: any FileAccessorProviding,
-                                 logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
+                                 logger: Logger, io: ParallelIO = .serial) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
         if paths.count == 1 {
             return [(paths[0], Result { try copyFile(paths[0], source: source, mirror: mirror, logger: logger) })]
         }
-        var results: [RelativePath: Result<CopyResult?, any Error>] = [:]
-        var staged: [StagedFile] = []
-        for path in paths {
-            do {
+        var group = stage(paths, source: source, mirror: mirror, io: io)
+        var barrierError: (any Error)?
+        if !group.staged.isEmpty {
+            do { try mirror.barrier() } catch { barrierError = error }
+        }
+        publish(&group, barrierError: barrierError, source: source, mirror: mirror, logger: logger)
+        return paths.map { ($0, group.results[$0] ?? .success(nil)) }
+    }
+
+    /// Files written to temp files, waiting for their barrier.
+    public struct StagedGroup: Sendable {
+        /// The paths, in order.
+        public var paths: [RelativePath]
+        /// Staged copies, in path order.
+        public var staged: [StagedFile]
+        /// Outcomes known so far (failed or vanished before staging; all after `publish`).
+        public var results: CopyResults
+    }
+
+    /// Group commit, step 1: opens and stages every file, `io.width` at a time.
+    public static func stage(_ paths: [RelativePath], source: any FileSystemProviding, mirror: any FileAccessorProviding,
+                             io: ParallelIO) -> StagedGroup {
+        let slots = Mutex<[Result<StagedFile?, any Error>?]>(Array(repeating: nil, count: paths.count))
+        io.forEach(paths.count) { i in
+            let path = paths[i]
+            let outcome: Result<StagedFile?, any Error> = Result {
                 let file: any SourceFile
                 do { file = try source.open(path) } catch let error as KeepSyncError where error.code == .notFound {
-                    results[path] = .success(nil)
-                    continue
+                    return nil
                 }
                 defer { file.close() }
-                staged.append(try mirror.stage(path, from: file))
-            } catch {
-                results[path] = .failure(error)
+                return try mirror.stage(path, from: file)
+            }
+            slots.withLock { $0[i] = outcome }
+        }
+        var group = StagedGroup(paths: paths, staged: [], results: [:])
+        for (i, slot) in slots.withLock({ $0 }).enumerated() {
+            switch slot {
+            case .success(let staged?): group.staged.append(staged)
+            case .success(nil), nil: group.results[paths[i]] = .success(nil)
+            case .failure(let error): group.results[paths[i]] = .failure(error)
             }
         }
-        if !staged.isEmpty {
-            do {
-                try mirror.barrier()
-                for s in staged {
-                    let now = try? source.stat(s.path)
-                    guard let now, now.sameVersion(as: s.source) else {
-                        mirror.discard(s)
-                        results[s.path] = Result { try copyFile(s.path, source: source, mirror: mirror, logger: logger) }
-                        continue
-                    }
-                    results[s.path] = Result {
-                        let installed = try mirror.publish(s)
-                        logger.debug("copied \(s.path.escaped) (\(installed.size) bytes)")
-                        return CopyResult(path: s.path, source: s.source, installed: installed)
-                    }
-                }
-            } catch {
-                for s in staged where results[s.path] == nil {
-                    mirror.discard(s)
-                    results[s.path] = .failure(error)
-                }
+        return group
+    }
+
+    /// Group commit, step 2 (after the barrier): renames each staged file whose source is
+    /// still the version copied; one that changed is copied again on its own. A failed
+    /// barrier publishes nothing: every staged file is discarded and fails.
+    public static func publish(_ group: inout StagedGroup, barrierError: (any Error)?, source: any FileSystemProviding,
+                               mirror: any FileAccessorProviding, logger: Logger) {
+        if let barrierError {
+            for s in group.staged {
+                mirror.discard(s)
+                group.results[s.path] = .failure(barrierError)
+            }
+            return
+        }
+        for s in group.staged {
+            let now = try? source.currentVersion(s.path)
+            guard let now, now.sameVersion(as: s.source) else {
+                mirror.discard(s)
+                group.results[s.path] = Result { try copyFile(s.path, source: source, mirror: mirror, logger: logger) }
+                continue
+            }
+            group.results[s.path] = Result {
+                let installed = try mirror.publish(s)
+                logger.debug("copied \(s.path.escaped) (\(installed.size) bytes)")
+                return CopyResult(path: s.path, source: s.source, installed: installed)
             }
         }
-        return paths.map { ($0, results[$0] ?? .success(nil)) }
     }
 
     /// Records a finished copy.

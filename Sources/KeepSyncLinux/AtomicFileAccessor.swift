@@ -1,15 +1,20 @@
 import CKeepSyncShims
 import Glibc
 import KeepSyncCore
+import Synchronization
 
 /// Writes into the mirror: every call relative to the mirror root's descriptor, never
-/// following a symlink, files installed by temp file + fsync + rename + directory fsync.
+/// following a symlink, files installed by temp file + fsync + rename. Directory entries
+/// are made durable by the next `barrier` (syncfs), which precedes every record append.
 public final class AtomicFileAccessor: FileAccessorProviding {
     /// Read access to the same tree, through the same confined lookups.
     let tree: PosixFileSystem
 
     /// Set to make copies in progress give up (their temp files are removed).
     public let cancellation: CancellationFlag
+
+    /// Cleared once FICLONE said the file system cannot clone: no more attempts.
+    let cloneWorks = Atomic<Bool>(true)
 
     /// Opens the mirror root, which must exist.
     public init(rootPath: [UInt8], cancellation: CancellationFlag = CancellationFlag()) throws {
@@ -59,7 +64,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
             }
             do throws(Errno) { try Sys.rename(parent, tempName, parent, name) } catch { throw error.error("renameat", path: path) }
             installed = true
-            do throws(Errno) { try parent.sync() } catch { throw error.error("fsync directory", path: path) }
+            // The new entry is durable at the next barrier, which every record append waits for.
             do throws(Errno) { return try temp.stat() } catch { throw error.error("fstat", path: path) }
         }
     }
@@ -141,19 +146,26 @@ public final class AtomicFileAccessor: FileAccessorProviding {
                 do throws(Errno) { try dest.writeAll(chunk) } catch { throw error.error("write", path: path) }
             }
         }
-        if source.stat.size > 0 {
+        let size = Int(source.stat.size)
+        if size > 0 && cloneWorks.load(ordering: .relaxed) {
             do throws(Errno) {
                 try Sys.cloneFile(to: dest, from: src)
                 return
             } catch {
                 if error.code == .noSpace || error.code == .io && error.rawValue == EIO { throw error.error("ioctl FICLONE", path: path) }
+                if [EOPNOTSUPP, ENOTTY, EINVAL, EXDEV, ENOSYS].contains(error.rawValue) { cloneWorks.store(false, ordering: .relaxed) }
             }
         }
         var useRange = true
-        while useRange {
+        var copied = 0
+        // The size at open: a file that grows meanwhile fails the unchanged check and is
+        // copied again, so no call is spent on finding the end.
+        while useRange && copied < size {
             try checkCancelled(path)
             do throws(Errno) {
-                if try Sys.copyRange(from: src, to: dest, count: AtomicFileAccessor.chunk) == 0 { return }
+                let n = try Sys.copyRange(from: src, to: dest, count: min(AtomicFileAccessor.chunk, size - copied))
+                if n == 0 { return }
+                copied += n
             } catch {
                 switch error.rawValue {
                 case EXDEV, ENOSYS, EINVAL, EOPNOTSUPP, EBADF: useRange = false
@@ -161,6 +173,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
                 }
             }
         }
+        if useRange { return }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
         defer { buffer.deallocate() }
         while true {
@@ -176,7 +189,6 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         try tree.withParent(path) { parent, name in
             do throws(Errno) {
                 try Sys.makeDirectory(parent, name, mode: 0o700)
-                try parent.sync()
                 guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
                 return st
             } catch { throw error.error("mkdirat", path: path) }
@@ -200,7 +212,6 @@ public final class AtomicFileAccessor: FileAccessorProviding {
             do throws(Errno) {
                 try? Sys.setModificationTime(parent, tempName, mtime)
                 try Sys.rename(parent, tempName, parent, name)
-                try parent.sync()
                 guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
                 return st
             } catch {
@@ -222,7 +233,6 @@ public final class AtomicFileAccessor: FileAccessorProviding {
                 } else {
                     try Sys.unlink(parent, name, directory: false)
                 }
-                try parent.sync()
             } catch { throw error.error("remove", path: path) }
         }
     }
@@ -243,14 +253,12 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         }
     }
 
-    /// Renames within the mirror and makes both directories durable.
+    /// Renames within the mirror (durable at the next barrier).
     public func rename(_ from: RelativePath, to: RelativePath) throws {
         try tree.withParent(from) { fromParent, fromName in
             try tree.withParent(to) { toParent, toName in
                 do throws(Errno) {
                     try Sys.rename(fromParent, fromName, toParent, toName)
-                    try toParent.sync()
-                    if from.parent != to.parent { try fromParent.sync() }
                 } catch { throw error.error("renameat", path: from) }
             }
         }

@@ -177,6 +177,8 @@ public struct CommandRunner: Sendable {
         let mirrorTree = try AtomicFileAccessor(rootPath: settings.mirror)
         let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
                                 options: settings.options, logger: logger)
+        engine.io = CommandRunner.copyIO
+        engine.pipelinesCommits = true
         let scan = try engine.scan(.root)
         let planned = scan.plannedCopies
         let started = ContinuousClock.now
@@ -283,6 +285,9 @@ public struct CommandRunner: Sendable {
         for error in scan.unreadable { LogSink.write("keepsync: error: \(error.description) (not compared)\n") }
         return lines.isEmpty && scan.unreadable.isEmpty ? .success : .failure
     }
+
+    /// Copies staged at once by `sync`: enough to keep a disk's queue busy on a cold cache.
+    static let copyIO = ParallelIO(width: Int(getenv("KEEPSYNC_COPY_THREADS").flatMap { Int(String(cString: $0)) } ?? 4))
 
     // MARK: status
 

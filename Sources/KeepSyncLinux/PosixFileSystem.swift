@@ -99,24 +99,49 @@ public final class PosixFileSystem: FileSystemProviding {
         }
     }
 
+    /// The stat at `path` for change detection (one statx from the root; an intermediate
+    /// link is followed, which can only make it differ).
+    public func currentVersion(_ path: RelativePath) throws -> FileStat? {
+        if path.isRoot { return try stat(path) }
+        do throws(Errno) { return try Sys.lstatPath(root, path.bytes) } catch {
+            if error == .tooManySymbolicLinks { return nil }
+            throw error.error("statx", path: path)
+        }
+    }
+
     /// Opens a regular file for reading without following a symlink or blocking on a FIFO.
     public func open(_ path: RelativePath) throws -> any SourceFile {
-        try withParent(path) { parent, name in
+        if hasOpenat2 && !path.isRoot {
+            // One call, confined: no parent directory to open and close.
+            let fd: FileDescriptor
+            do throws(Errno) {
+                fd = try Sys.open2(root, path.bytes, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, resolve: PosixFileSystem.resolveFlags)
+            } catch {
+                throw error.error("open", path: path)
+            }
+            return try PosixFileSystem.sourceFile(fd, path)
+        }
+        return try withParent(path) { parent, name in
             let fd: FileDescriptor
             do throws(Errno) { fd = try Sys.open(parent, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) } catch {
                 throw error.error("open", path: path)
             }
-            let st: FileStat
-            do throws(Errno) { st = try fd.stat() } catch {
-                fd.close()
-                throw error.error("fstat", path: path)
-            }
-            guard st.kind == .regular else {
-                fd.close()
-                throw KeepSyncError(.conflict, "open: not a regular file", path: path)
-            }
-            return PosixSourceFile(fd: fd, stat: st, path: path)
+            return try PosixFileSystem.sourceFile(fd, path)
         }
+    }
+
+    /// Wraps an opened descriptor after checking it is a regular file.
+    static func sourceFile(_ fd: FileDescriptor, _ path: RelativePath) throws -> PosixSourceFile {
+        let st: FileStat
+        do throws(Errno) { st = try fd.stat() } catch {
+            fd.close()
+            throw error.error("fstat", path: path)
+        }
+        guard st.kind == .regular else {
+            fd.close()
+            throw KeepSyncError(.conflict, "open: not a regular file", path: path)
+        }
+        return PosixSourceFile(fd: fd, stat: st, path: path)
     }
 }
 

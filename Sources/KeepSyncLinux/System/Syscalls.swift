@@ -1,6 +1,7 @@
 import CKeepSyncShims
 import Glibc
 import KeepSyncCore
+import Synchronization
 
 /// Calls `body` with `bytes` as a NUL-terminated C string.
 @inline(__always)
@@ -141,12 +142,26 @@ enum Sys {
         return Array(UnsafeRawBufferPointer(start: result, count: strlen(result)))
     }
 
-    /// Random bytes for temp names.
+    /// 16 hex digits for a temp name: a random base per process, stepped by a counter
+    /// (unique here; O_EXCL settles a clash with another process). No syscall per name.
     static func randomHex16() -> [UInt8] {
-        var g = SystemRandomNumberGenerator()
-        let v = g.next() as UInt64
+        let n = temporaryCounter.add(1, ordering: .relaxed).newValue
+        var v = temporaryBase &+ n &* 0x9E37_79B9_7F4A_7C15
+        v = (v ^ (v >> 31)) &* 0xBF58_476D_1CE4_E5B9
+        v ^= v >> 29
         let hex = Array("0123456789abcdef".utf8)
         return (0..<16).map { i in hex[Int((v >> (UInt64(15 - i) * 4)) & 0xF)] }
+    }
+
+    static let temporaryBase: UInt64 = {
+        var g = SystemRandomNumberGenerator()
+        return g.next()
+    }()
+    static let temporaryCounter = Atomic<UInt64>(0)
+
+    /// `statx` of `path` below `dir` (intermediate symlinks followed, the last one not).
+    static func lstatPath(_ dir: FileDescriptor, _ path: [UInt8]) throws(Errno) -> FileStat? {
+        try lstat(dir, path)
     }
 }
 
