@@ -87,6 +87,8 @@ public final class SyncEngine {
 
     /// Parallel staging for the engine's own group commits (`sync`); serial by default.
     public var io: ParallelIO = .serial
+    /// Threads listing directories ahead of a scan; serial by default.
+    public var scanIO: ParallelIO = .serial
     /// Overlap each group's barrier with the staging of the next (`sync`).
     public var pipelinesCommits = false
     /// A staged group whose barrier runs while the next one is staged, with the directory
@@ -182,7 +184,7 @@ public final class SyncEngine {
     /// Compares source, records and mirror below `scope`; changes nothing. Warns once
     /// per process about each special file.
     public func scan(_ scope: RelativePath = .root) throws -> SyncScan {
-        let scan = try TreeScanner(source: source, mirror: mirror, records: records, options: options).scan(scope)
+        let scan = try TreeScanner(source: source, mirror: mirror, records: records, options: options, io: scanIO).scan(scope)
         for path in scan.specialFiles where !warnedSpecial.contains(path) {
             warnedSpecial.insert(path)
             logger.warning("skipping \(path.escaped): not a regular file, directory or symlink")

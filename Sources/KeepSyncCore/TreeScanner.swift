@@ -59,13 +59,17 @@ public struct TreeScanner {
     let mirror: any FileSystemProviding
     let records: RecordSet
     let options: SyncOptions
+    /// Threads that list directories ahead of the walk (serial: none).
+    let io: ParallelIO
 
     /// A scanner over a source, a mirror (read side) and the records.
-    public init(source: any FileSystemProviding, mirror: any FileSystemProviding, records: RecordSet, options: SyncOptions) {
+    public init(source: any FileSystemProviding, mirror: any FileSystemProviding, records: RecordSet, options: SyncOptions,
+                io: ParallelIO = .serial) {
         self.source = source
         self.mirror = mirror
         self.records = records
         self.options = options
+        self.io = io
     }
 
     var planner: Planner { Planner(deleteEnabled: options.deleteEnabled) }
@@ -80,7 +84,14 @@ public struct TreeScanner {
         if !scope.isRoot, options.excludes.excludes(scope, isDirectory: (sourceStat ?? mirrorStat)?.kind == .directory) {
             return scan
         }
-        try scanPath(scope, source: sourceStat, mirror: mirrorStat, into: &scan, collect: collectRemovedPaths)
+        var prefetcher: ScanPrefetcher?
+        if io.width > 1, sourceStat?.kind == .directory {
+            let p = ScanPrefetcher(source: source, mirror: mirror, excludes: options.excludes, io: io)
+            p.start(scope, mirrorIsDirectory: mirrorStat?.kind == .directory)
+            prefetcher = p
+        }
+        defer { prefetcher?.stop() }
+        try scanPath(scope, source: sourceStat, mirror: mirrorStat, into: &scan, collect: collectRemovedPaths, prefetcher: prefetcher)
         pairRenames(&scan)
         if scan.visitedRecords.count < records.records.count {
             let unread = scan.unreadable.compactMap(\.path)
@@ -92,7 +103,7 @@ public struct TreeScanner {
     }
 
     private func scanPath(_ path: RelativePath, source s: FileStat?, mirror m: FileStat?, into scan: inout SyncScan,
-                          collect: Bool) throws {
+                          collect: Bool, prefetcher: ScanPrefetcher?) throws {
         let record = records.records[path]
         if record != nil { scan.visitedRecords.insert(path) }
         var state = PathState(path: path, source: s, record: record, mirror: m)
@@ -135,8 +146,9 @@ public struct TreeScanner {
         guard let s, s.kind == .directory else { return }
 
         // Walk the directory's entries side by side.
+        let listing = prefetcher?.take(path, mirrorIsDirectory: m?.kind == .directory)
         let sourceEntries: [DirectoryEntry]
-        do { sourceEntries = try source.list(path) } catch let error as KeepSyncError
+        do { sourceEntries = try listing?.source.get() ?? source.list(path) } catch let error as KeepSyncError
             where path != scan.scope && (error.code == .notFound || error.code == .unsafePath) {
             // The directory vanished (or became a link) while we walked: its own events
             // will follow; the rest of the walk goes on.
@@ -150,7 +162,11 @@ public struct TreeScanner {
             return
         }
         var mirrorEntries: [DirectoryEntry] = []
-        if let m, m.kind == .directory { mirrorEntries = (try? mirror.list(path)) ?? [] }
+        if let listing {
+            mirrorEntries = listing.mirror ?? []
+        } else if let m, m.kind == .directory {
+            mirrorEntries = (try? mirror.list(path)) ?? []
+        }
         var mirrorByName: [[UInt8]: FileStat] = [:]
         mirrorByName.reserveCapacity(mirrorEntries.count)
         for e in mirrorEntries { mirrorByName[e.name] = e.stat }
@@ -171,7 +187,7 @@ public struct TreeScanner {
                 if options.sweepTemporaryFiles { scan.steps.append(.removeTemporary(child)) }
                 continue
             }
-            try scanPath(child, source: cs, mirror: cm, into: &scan, collect: collect)
+            try scanPath(child, source: cs, mirror: cm, into: &scan, collect: collect, prefetcher: prefetcher)
         }
         scan.steps.append(.finishDirectory(path, source: s))
     }

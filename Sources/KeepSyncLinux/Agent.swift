@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import Glibc
 import KeepSyncCore
 
@@ -101,6 +101,7 @@ actor Agent {
         let mirrorTree = try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation)
         let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
                                 options: settings.options, logger: logger)
+        engine.scanIO = CommandRunner.scanIO
         let sourcePath = settings.source
         let identity = records.root
         let manager = SyncManager(engine: engine, source: sourceTree, mirror: mirrorTree, clock: ContinuousClock(),

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import Glibc
 import Glibc
 import KeepSyncCore
 import Synchronization
@@ -39,9 +40,21 @@ public struct CommandRunner: Sendable {
         }
     }
 
+    /// The process's environment (later entries of a repeated name win).
+    public static func processEnvironment() -> [String: String] {
+        var env: [String: String] = [:]
+        var i = 0
+        while let entry = environ[i] {
+            let text = String(cString: entry)
+            if let eq = text.firstIndex(of: "=") { env[String(text[..<eq])] = String(text[text.index(after: eq)...]) }
+            i += 1
+        }
+        return env
+    }
+
     /// Runs `keepsync` with the process's arguments and environment, then exits.
     public static func main() -> Never {
-        let code = CommandRunner(arguments: processArguments(), environment: ProcessInfo.processInfo.environment).run()
+        let code = CommandRunner(arguments: processArguments(), environment: processEnvironment()).run()
         exit(code.rawValue)
     }
 
@@ -131,12 +144,12 @@ public struct CommandRunner: Sendable {
             file = try ConfigFileParser.parse(bytes, fileName: HostPaths.display(configPath), home: home)
         }
         let config = CommandLineParser.merge(file: file, invocation: invocation, home: home)
-        let where_ = configPath.map { " (or 'KEY =' in \(HostPaths.display($0)))" } ?? ""
+        func orKey(_ key: String) -> String { configPath.map { " (or '\(key) =' in \(HostPaths.display($0)))" } ?? "" }
         guard let rawSource = config.source else {
-            throw KeepSyncError(.configuration, "missing --source\(where_.replacingOccurrences(of: "KEY", with: "source"))")
+            throw KeepSyncError(.configuration, "missing --source\(orKey("source"))")
         }
         guard let rawMirror = config.mirror else {
-            throw KeepSyncError(.configuration, "missing --mirror\(where_.replacingOccurrences(of: "KEY", with: "mirror"))")
+            throw KeepSyncError(.configuration, "missing --mirror\(orKey("mirror"))")
         }
         let source = HostPaths.resolve(rawSource)
         let mirror = HostPaths.resolve(rawMirror)
@@ -178,6 +191,7 @@ public struct CommandRunner: Sendable {
         let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
                                 options: settings.options, logger: logger)
         engine.io = CommandRunner.copyIO
+        engine.scanIO = CommandRunner.scanIO
         engine.pipelinesCommits = true
         let scan = try engine.scan(.root)
         let planned = scan.plannedCopies
@@ -274,7 +288,8 @@ public struct CommandRunner: Sendable {
         } else {
             mirrorTree = AbsentTree()
         }
-        let scanner = TreeScanner(source: sourceTree, mirror: mirrorTree, records: RecordSet(), options: settings.options)
+        let scanner = TreeScanner(source: sourceTree, mirror: mirrorTree, records: RecordSet(), options: settings.options,
+                                  io: CommandRunner.scanIO)
         let scan = try scanner.scan(.root, collectRemovedPaths: true)
         let lines = CheckReport.lines(of: scan) { path in try? mirrorTree.stat(path) }
         var out = lines.map(\.text).joined(separator: "\n")
@@ -287,7 +302,9 @@ public struct CommandRunner: Sendable {
     }
 
     /// Copies staged at once by `sync`: enough to keep a disk's queue busy on a cold cache.
-    static let copyIO = ParallelIO(width: Int(getenv("KEEPSYNC_COPY_THREADS").flatMap { Int(String(cString: $0)) } ?? 4))
+    static let copyIO = ParallelIO(width: 4)
+    /// Directory listings ahead of a scan: a cold disk answers many at once.
+    static let scanIO = ParallelIO(width: 12)
 
     // MARK: status
 

@@ -1,4 +1,4 @@
-import Foundation
+import Dispatch
 import Glibc
 import KeepSyncCore
 import Synchronization
@@ -97,9 +97,8 @@ public final class InotifyWatcher: WatcherProviding {
             return stream
         }
         continuation.onTermination = { [weak self] _ in self?.stop(generation: generation) }
-        let thread = Thread { session.run() }
-        thread.name = "keepsync-inotify"
-        thread.start()
+        // A serial queue gets a thread of its own: the poll loop blocks in it until stop.
+        DispatchQueue(label: "keepsync.inotify").async { session.run() }
         return stream
     }
 

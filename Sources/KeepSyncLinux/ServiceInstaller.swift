@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import Glibc
 import KeepSyncCore
 
@@ -85,19 +85,10 @@ struct ServiceInstaller {
     /// Runs `systemctl --user ARGS`; throws with its stderr when it fails.
     @discardableResult
     func systemctl(_ args: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["systemctl", "--user"] + args
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = Pipe()
-        do { try process.run() } catch {
-            throw KeepSyncError(.io, "cannot run systemctl: \(error)")
-        }
-        process.waitUntilExit()
-        let message = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        guard process.terminationStatus == 0 else {
-            throw KeepSyncError(.io, "systemctl --user \(args.joined(separator: " ")) failed: \(message.trimmingCharacters(in: .whitespacesAndNewlines))")
+        let (status, message) = try Subprocess.run(["/usr/bin/env", "systemctl", "--user"] + args)
+        guard status == 0 else {
+            let trimmed = message.split(whereSeparator: \.isNewline).joined(separator: " ")
+            throw KeepSyncError(.io, "systemctl --user \(args.joined(separator: " ")) failed: \(trimmed)")
         }
         return message
     }

@@ -1,4 +1,4 @@
-import Foundation
+import Glibc
 import Glibc
 import KeepSyncCore
 
@@ -23,7 +23,7 @@ public final class StateLock {
             for _ in 0..<50 {
                 _ = lseek(fd.rawValue, 0, SEEK_SET)
                 let text = (try? fd.readAll()).map { String(decoding: $0, as: UTF8.self) } ?? ""
-                pid = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                pid = String(text.filter { !$0.isWhitespace })
                 if let n = Int32(pid), kill(n, 0) == 0 || errno == EPERM { break }
                 pid = ""
                 usleep(10_000)

@@ -1,35 +1,39 @@
-import Foundation
+import Glibc
+import KeepSyncCore
 
 /// Renders `status.json` for humans.
 enum StatusText {
     /// The human-readable form; the raw text when it cannot be parsed.
     static func render(json bytes: [UInt8]) -> String {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any] else {
+        guard case .object(let object)? = JSONValue.parse(bytes) else {
             return String(decoding: bytes, as: UTF8.self)
         }
         func field(_ key: String) -> String {
             switch object[key] {
-            case let s as String: return s
-            case let n as NSNumber: return n.stringValue
+            case .string(let s)?: return s
+            case .number(let n)?: return n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
             default: return "-"
             }
         }
-        let bytesValue = (object["bytes"] as? NSNumber)?.uint64Value ?? 0
+        let bytesValue = object["bytes"]?.number.map { UInt64(max(0, $0)) } ?? 0
         var out = "keepsync is \(field("state")) (pid \(field("pid")))\n"
         out += "  source          \(field("source"))\n"
         out += "  mirror          \(field("mirror"))\n"
         out += "  files           \(field("files")) (\(humanBytes(bytesValue)))\n"
         out += "  pending         \(field("pending"))\n"
         out += "  last full sync  \(field("lastFullSync"))\n"
-        if let held = object["heldDeletes"] as? NSNumber, held.intValue > 0 {
-            out += "  held deletions  \(held.intValue) (rerun with --allow-mass-delete to apply)\n"
+        if let held = object["heldDeletes"]?.number, held > 0 {
+            out += "  held deletions  \(Int(held)) (rerun with --allow-mass-delete to apply)\n"
         }
-        let errors = object["errors"] as? [[String: Any]] ?? []
+        var errors: [[String: JSONValue]] = []
+        if case .array(let list)? = object["errors"] {
+            for case .object(let e) in list { errors.append(e) }
+        }
         if errors.isEmpty {
             out += "  errors          none\n"
         } else {
             out += "  errors          \(errors.count)\n"
-            for e in errors { out += "    \(e["path"] as? String ?? "?"): \(e["message"] as? String ?? "")\n" }
+            for e in errors { out += "    \(e["path"]?.string ?? "?"): \(e["message"]?.string ?? "")\n" }
         }
         return out
     }
@@ -43,6 +47,7 @@ enum StatusText {
             value /= 1024
             unit += 1
         }
-        return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
+        let tenths = Int((value * 10).rounded())
+        return unit == 0 ? "\(n) B" : "\(tenths / 10).\(tenths % 10) \(units[unit])"
     }
 }
