@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -77,3 +78,5 @@ int ks_at_symlink_nofollow(void) { return AT_SYMLINK_NOFOLLOW; }
 int ks_at_removedir(void) { return AT_REMOVEDIR; }
 int ks_lock_ex_nb(void) { return LOCK_EX | LOCK_NB; }
 int ks_lock_un(void) { return LOCK_UN; }
+
+int ks_mallopt_arena_max(int n) { return mallopt(M_ARENA_MAX, n); }

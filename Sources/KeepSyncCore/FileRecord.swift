@@ -85,17 +85,22 @@ public enum RecordChange: Hashable, Sendable {
 /// What a store holds.
 public struct RecordSet: Sendable, Equatable {
     /// Records by path.
-    public var records: [RelativePath: FileRecord]
+    public var records: RecordTable
     /// The recorded source root, if any.
     public var root: RootIdentity?
     /// True when the store was damaged and some or all records were discarded.
     public var wasDamaged: Bool
 
     /// A record set.
-    public init(records: [RelativePath: FileRecord] = [:], root: RootIdentity? = nil, wasDamaged: Bool = false) {
+    public init(records: RecordTable = RecordTable(), root: RootIdentity? = nil, wasDamaged: Bool = false) {
         self.records = records
         self.root = root
         self.wasDamaged = wasDamaged
+    }
+
+    /// A record set from a dictionary of records by path.
+    public init(records: [RelativePath: FileRecord], root: RootIdentity? = nil, wasDamaged: Bool = false) {
+        self.init(records: RecordTable(records), root: root, wasDamaged: wasDamaged)
     }
 
     /// Applies one change.

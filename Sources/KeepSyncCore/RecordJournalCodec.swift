@@ -42,27 +42,33 @@ public enum RecordJournalCodec {
     }
 
     /// A complete snapshot file holding exactly the records and root of `set`
-    /// (`wasDamaged` is not stored). Records are written in path order.
+    /// (`wasDamaged` is not stored). Records are written by directory, then name.
     public static func encodeSnapshot(_ set: RecordSet, generation: UInt64) -> [UInt8] {
-        var out = encodeHeader(magic: snapshotMagic, generation: generation)
+        var out: [UInt8] = []
+        encodeSnapshot(set, generation: generation) { out += $0 }
+        return out
+    }
+
+    /// `encodeSnapshot`, handing the file to `emit` a frame (about 64 KiB) at a time.
+    public static func encodeSnapshot(_ set: RecordSet, generation: UInt64, emit: ([UInt8]) throws -> Void) rethrows {
+        try emit(encodeHeader(magic: snapshotMagic, generation: generation))
         var body: [UInt8] = []
         var count = 0
-        func add(_ change: RecordChange) {
+        func add(_ change: RecordChange) throws {
             encode(change, into: &body)
             count += 1
             if body.count >= snapshotChunkSize {
-                out += frame(count: count, body: body)
+                try emit(frame(count: count, body: body))
                 body.removeAll(keepingCapacity: true)
                 count = 0
             }
         }
-        if let root = set.root { add(.setRoot(root)) }
-        for record in set.records.values.sorted(by: { $0.path < $1.path }) { add(.put(record)) }
-        if count > 0 { out += frame(count: count, body: body) }
+        if let root = set.root { try add(.setRoot(root)) }
+        try set.records.forEachInOrder { _, record in try add(.put(record)) }
+        if count > 0 { try emit(frame(count: count, body: body)) }
         var end: [UInt8] = [tagEnd]
         append(UInt64(set.records.count), to: &end)
-        out += frame(count: 1, body: end)
-        return out
+        try emit(frame(count: 1, body: end))
     }
 
     // MARK: Decoding
@@ -92,22 +98,50 @@ public enum RecordJournalCodec {
     /// Decodes a snapshot file; nil when anything is wrong with it: header, any frame,
     /// a missing end frame, bytes after it, or a record count that does not match.
     public static func decodeSnapshot(_ bytes: [UInt8]) -> (set: RecordSet, generation: UInt64)? {
-        guard let generation = decodeHeader(bytes, magic: snapshotMagic) else { return nil }
+        var at = 0
+        return decodeSnapshot(size: bytes.count) { n in
+            guard n <= bytes.count - at else { return nil }
+            defer { at += n }
+            return Array(bytes[at..<(at + n)])
+        }
+    }
+
+    /// Bytes at the end of a snapshot that hold its record count (the end frame).
+    public static let snapshotTailSize = frameHeaderSize + 4 + 1 + 8
+
+    /// The record count the end frame of a snapshot claims (for reserving room; the
+    /// decode checks it); nil when the tail is no end frame.
+    public static func snapshotRecordCount(tail: [UInt8], size: Int) -> Int? {
+        guard tail.count == snapshotTailSize else { return nil }
+        var at = 0
+        guard read(UInt32.self, tail[...], &at) == UInt32(snapshotTailSize - frameHeaderSize), read(UInt32.self, tail[...], &at) != nil,
+              read(UInt32.self, tail[...], &at) == 1, read(UInt8.self, tail[...], &at) == tagEnd,
+              let count = read(UInt64.self, tail[...], &at), count <= UInt64(size / 40) else { return nil }
+        return Int(count)
+    }
+
+    /// `decodeSnapshot` reading a file of `size` bytes a frame at a time: `read(n)`
+    /// returns the next `n` bytes, nil when fewer remain. Never holds more than a frame.
+    public static func decodeSnapshot(size: Int, reserve: Int = 0, read next: (Int) -> [UInt8]?) -> (set: RecordSet, generation: UInt64)? {
+        guard let header = next(headerSize), let generation = decodeHeader(header, magic: snapshotMagic) else { return nil }
         var set = RecordSet()
-        var at = headerSize
-        while at < bytes.count {
-            guard let payload = payloadRange(bytes, at: at), let decoded = decodePayload(bytes[payload]) else {
-                return nil
-            }
+        set.records.reserveCapacity(reserve)
+        var consumed = headerSize
+        while consumed < size {
+            guard let frameHeader = next(frameHeaderSize) else { return nil }
+            var cursor = 0
+            guard let length = read(UInt32.self, frameHeader[...], &cursor), let crc = read(UInt32.self, frameHeader[...], &cursor),
+                  Int(length) <= size - consumed - frameHeaderSize, let payload = next(Int(length)),
+                  CRC32C.checksum(payload[...]) == crc, let decoded = decodePayload(payload[...]) else { return nil }
+            consumed += frameHeaderSize + Int(length)
             if let endCount = decoded.endCount {
-                guard payload.upperBound == bytes.count, endCount == UInt64(set.records.count) else { return nil }
+                guard consumed == size, endCount == UInt64(set.records.count) else { return nil }
                 return (set, generation)
             }
             for change in decoded.changes {
                 if case .remove = change { return nil }
                 set.apply(change)
             }
-            at = payload.upperBound
         }
         return nil
     }

@@ -47,7 +47,7 @@ final class ScanPrefetcher: Sendable {
     let group = DispatchGroup()
 
     init(source: any FileSystemProviding, mirror: any FileSystemProviding, excludes: ExcludeMatcher, io: ParallelIO,
-         window: Int = 256) {
+         window: Int = 96) {
         self.source = source
         self.mirror = mirror
         self.excludes = excludes

@@ -14,7 +14,7 @@ public enum SourceSafety {
     /// and the records.
     public static func evaluate(sourcePath: String, root: FileStat?, rootIsEmpty: Bool, records: RecordSet,
                                 acceptNewSource: Bool, allowMassDelete: Bool) -> Verdict {
-        let recordedEntries = records.records.keys.filter { !$0.isRoot }.count
+        let recordedEntries = records.records.count - (records.records[.root] == nil ? 0 : 1)
         let known = records.root != nil || recordedEntries > 0
         guard let root else {
             if known {

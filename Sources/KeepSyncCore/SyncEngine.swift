@@ -321,7 +321,7 @@ public final class SyncEngine {
             try mirror.remove(path)
             summary.removedEntries += 1
             logger.info("removed \(path.escaped)")
-            for p in records.records.keys where p.isWithin(path) { change(.remove(p)) }
+            for p in records.records.paths(within: path) { change(.remove(p)) }
         case .setAttributes(let path, let mode, let mtime):
             try mirror.setAttributes(path, mode: mode, mtime: mtime)
         case .updateRecord(let record):
@@ -493,8 +493,9 @@ public final class SyncEngine {
             try mirror.remove(to)
         }
         try mirror.rename(from, to: to)
-        for path in records.records.keys where path.isWithin(to) && !path.isWithin(from) { change(.remove(path)) }
-        for (path, r) in records.records where path.isWithin(from) {
+        for path in records.records.paths(within: to) where !path.isWithin(from) { change(.remove(path)) }
+        for path in records.records.paths(within: from) {
+            guard let r = records.records[path] else { continue }
             var moved = r
             moved.path = path.rebased(from: from, to: to)!
             change(.remove(path))

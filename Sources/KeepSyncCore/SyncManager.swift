@@ -617,12 +617,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// Status numbers.
     public func snapshot() -> Snapshot {
-        var files = 0
-        var bytes: UInt64 = 0
-        for r in engine.records.records.values where r.kind == .regular {
-            files += 1
-            bytes += r.size
-        }
+        let files = engine.records.records.regularFiles
+        let bytes = engine.records.records.regularBytes
         var queuedPaths = Set(pending.keys)
         queuedPaths.formUnion(queued)
         queuedPaths.formUnion(inFlight.keys)

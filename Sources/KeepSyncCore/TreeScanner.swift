@@ -3,7 +3,8 @@ public struct SyncScan: Sendable {
     /// One unit of work.
     public enum Step: Sendable, Equatable {
         /// The actions for one path; `removedEntries` counts mirror entries its removal takes.
-        case path(PathState, [SyncAction], removedEntries: Int)
+        /// (Boxed: the other steps, one per directory, stay small.)
+        indirect case path(PathState, [SyncAction], removedEntries: Int)
         /// A directory's entries are done: set its attributes and record.
         case finishDirectory(RelativePath, source: FileStat)
         /// A leftover temp file no record claims.
@@ -46,8 +47,8 @@ public struct SyncScan: Sendable {
     public var unreadable: [KeepSyncError] = []
     /// Special files met (FIFOs, sockets, devices).
     public var specialFiles: [RelativePath] = []
-    /// Source paths visited that had a record.
-    public var visitedRecords: Set<RelativePath> = []
+    /// Record slots (`RecordTable.slotIndex`) the scan visited: one bit each.
+    public var visitedRecords = BitSet()
     /// Records below the scope for paths the scan found on neither side.
     public var staleRecords: [RelativePath] = []
 }
@@ -95,8 +96,11 @@ public struct TreeScanner {
         pairRenames(&scan)
         if scan.visitedRecords.count < records.records.count {
             let unread = scan.unreadable.compactMap(\.path)
-            scan.staleRecords = records.records.keys.filter { path in
-                path.isWithin(scope) && !scan.visitedRecords.contains(path) && !unread.contains { path != $0 && path.isWithin($0) }
+            for i in 0..<records.records.slotCapacity where !scan.visitedRecords.contains(i) {
+                guard let (path, _) = records.records.entry(atSlot: i) else { continue }
+                if path.isWithin(scope) && !unread.contains(where: { path != $0 && path.isWithin($0) }) {
+                    scan.staleRecords.append(path)
+                }
             }
         }
         return scan
@@ -104,8 +108,9 @@ public struct TreeScanner {
 
     private func scanPath(_ path: RelativePath, source s: FileStat?, mirror m: FileStat?, into scan: inout SyncScan,
                           collect: Bool, prefetcher: ScanPrefetcher?) throws {
-        let record = records.records[path]
-        if record != nil { scan.visitedRecords.insert(path) }
+        let slot = records.records.slotIndex(of: path)
+        let record = slot.flatMap { records.records.value(atSlot: $0, path: path) }
+        if let slot { scan.visitedRecords.insert(slot) }
         var state = PathState(path: path, source: s, record: record, mirror: m)
         if s?.kind == .symlink { state.sourceLink = try? source.readLink(path) }
         if m?.kind == .symlink { state.mirrorLink = try? mirror.readLink(path) }

@@ -1,5 +1,5 @@
+import CKeepSyncShims
 import Dispatch
-import Glibc
 import Glibc
 import KeepSyncCore
 import Synchronization
@@ -54,6 +54,9 @@ public struct CommandRunner: Sendable {
 
     /// Runs `keepsync` with the process's arguments and environment, then exits.
     public static func main() -> Never {
+        // Copy and scan threads would each get a malloc arena of their own: two are plenty
+        // for what they allocate, and keep the resident set small.
+        _ = ks_mallopt_arena_max(2)
         let code = CommandRunner(arguments: processArguments(), environment: processEnvironment()).run()
         exit(code.rawValue)
     }
@@ -243,11 +246,10 @@ public struct CommandRunner: Sendable {
 
     func writeStatus(_ settings: Settings, state: String, records: RecordSet, summary: SyncSummary?,
                      extraErrors: [(path: String, message: String)], kept: (files: Int, bytes: UInt64) = (0, 0)) {
-        let files = records.records.values.filter { $0.kind == .regular }
         let report = StatusReport(
             state: state, pid: Int(getpid()), source: HostPaths.display(settings.source),
-            mirror: HostPaths.display(settings.mirror), files: files.count + kept.files,
-            bytes: files.reduce(0) { $0 + $1.size } + kept.bytes, pending: 0,
+            mirror: HostPaths.display(settings.mirror), files: records.records.regularFiles + kept.files,
+            bytes: records.records.regularBytes + kept.bytes, pending: 0,
             lastFullSync: summary == nil ? nil : LogSink.utcTimestamp(), heldDeletes: summary?.heldDeletes ?? 0,
             errors: extraErrors + (summary?.errors ?? []).map { (path: ($0.path ?? .root).escaped, message: $0.message) })
         try? HostPaths.writeAtomically(settings.state + Array("/status.json".utf8), Array(report.json.utf8))

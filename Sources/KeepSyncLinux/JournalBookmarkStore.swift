@@ -139,8 +139,8 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         }
 
         var set = RecordSet()
-        if let bytes = try readSnapshot() {
-            if let decoded = RecordJournalCodec.decodeSnapshot(bytes) {
+        if let decodedOrNil = try readSnapshot() {
+            if let decoded = decodedOrNil {
                 set = decoded.set
                 s.generation = decoded.generation
             } else {
@@ -185,14 +185,32 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         return (set, s)
     }
 
-    /// The snapshot's bytes; nil when there is none.
-    private func readSnapshot() throws(KeepSyncError) -> [UInt8]? {
+    /// The decoded snapshot (nil inside when it is damaged); nil when there is none. Read a
+    /// frame at a time, so that a large store never sits in memory twice.
+    private func readSnapshot() throws(KeepSyncError) -> (set: RecordSet, generation: UInt64)?? {
         let opened = try io("open", Self.snapshotName) { () throws(Errno) in
             try Sys.openForReading(directory, Self.snapshotName)
         }
         guard let fd = opened else { return nil }
         defer { fd.close() }
-        return try io("read", Self.snapshotName) { () throws(Errno) in try fd.readAll() }
+        let size = try io("fstat", Self.snapshotName) { () throws(Errno) in try fd.stat() }.size
+        var failure: Errno?
+        var reserve = 0
+        if size >= UInt64(RecordJournalCodec.snapshotTailSize), let tail = try? fd.read(at: size - UInt64(RecordJournalCodec.snapshotTailSize),
+                                                                                        count: RecordJournalCodec.snapshotTailSize) {
+            reserve = RecordJournalCodec.snapshotRecordCount(tail: tail, size: Int(size)) ?? 0
+        }
+        let decoded = RecordJournalCodec.decodeSnapshot(size: Int(size), reserve: reserve) { n in
+            do throws(Errno) {
+                let bytes = try fd.read(exactly: n)
+                return bytes.count == n ? bytes : nil
+            } catch {
+                failure = error
+                return nil
+            }
+        }
+        if let failure { try io("read", Self.snapshotName) { () throws(Errno) in throw failure } }
+        return .some(decoded)
     }
 
     // MARK: Writing
@@ -200,8 +218,21 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
     /// Writes `set` as the next generation's snapshot, then an empty log for it.
     private func compact(_ set: RecordSet, _ s: inout State) throws(KeepSyncError) {
         let generation = max(s.generation, s.highestSeen) + 1
-        let snapshot = RecordJournalCodec.encodeSnapshot(set, generation: generation)
-        let temp = try writeTemp(Self.snapshotTempName, snapshot)
+        // Written as it is encoded: a large store is never held in memory as bytes.
+        let temp = try io("open", Self.snapshotTempName) { () throws(Errno) in try Sys.createForAppending(directory, Self.snapshotTempName) }
+        do throws(KeepSyncError) {
+            var failure: Errno?
+            RecordJournalCodec.encodeSnapshot(set, generation: generation) { chunk in
+                guard failure == nil else { return }
+                do throws(Errno) { try temp.writeAll(chunk) } catch { failure = error }
+            }
+            if let failure { try io("write", Self.snapshotTempName) { () throws(Errno) in throw failure } }
+            try io("fsync", Self.snapshotTempName) { () throws(Errno) in try temp.sync() }
+        } catch {
+            temp.close()
+            try? Sys.removeFileIfPresent(directory, Self.snapshotTempName)
+            throw error
+        }
         temp.close()
         try rename(Self.snapshotTempName, to: Self.snapshotName)
         // From here the disk may hold the new snapshot: the old log must not get appends.

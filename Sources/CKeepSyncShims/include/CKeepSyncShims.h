@@ -33,6 +33,7 @@ int ks_syncfs(int fd);
 int ks_ficlone(int dest_fd, int src_fd);
 int ks_getversion(int fd, uint64_t *out);
 int ks_flock(int fd, int op);
+int ks_mallopt_arena_max(int n);
 
 int ks_errno_enosys(void);
 unsigned int ks_rename_noreplace(void);

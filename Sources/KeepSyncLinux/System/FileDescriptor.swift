@@ -39,6 +39,27 @@ struct FileDescriptor: Sendable, Hashable {
         return Array(buf[..<n])
     }
 
+    /// `pread` of `count` bytes at `offset` (the file offset does not move).
+    func read(at offset: UInt64, count: Int) throws(Errno) -> [UInt8] {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        defer { buffer.deallocate() }
+        let n = try valueOrErrno(retryOnInterrupt: true) { pread(rawValue, buffer.baseAddress, count, off_t(offset)) }
+        return Array(buffer[..<n])
+    }
+
+    /// Reads `count` bytes, fewer only at the end of the file.
+    func read(exactly count: Int) throws(Errno) -> [UInt8] {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        defer { buffer.deallocate() }
+        var done = 0
+        while done < count {
+            let n = try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[done..<count]))
+            if n == 0 { break }
+            done += n
+        }
+        return Array(buffer[..<done])
+    }
+
     /// Reads the whole file from the current offset.
     func readAll() throws(Errno) -> [UInt8] {
         var result: [UInt8] = []
