@@ -27,9 +27,10 @@ final class RecordAppender: Sendable {
     /// Appends that failed in a row (0 after a success).
     var failures: Int { state.withLock { $0.failures } }
 
-    /// Queues `changes` (after any backlog); `failed` is told of a failure, off the queue.
+    /// Queues `changes` (after any backlog); `failed` is told of a failure and `recovered`
+    /// of the first success after failures, off the queue.
     func append(_ changes: [RecordChange], mirror: any FileAccessorProviding, store: any BookmarkStorageProviding,
-                failed: @escaping @Sendable (any Error) -> Void) {
+                failed: @escaping @Sendable (any Error) -> Void, recovered: @escaping @Sendable () -> Void) {
         submit {
             // Only this serial queue (or `drain`) changes the backlog: taking it here is safe.
             let batch = self.state.withLock { s -> [RecordChange] in
@@ -39,7 +40,11 @@ final class RecordAppender: Sendable {
             guard !batch.isEmpty else { return }
             do {
                 try SyncEngine.appendDurably(batch, mirror: mirror, store: store)
-                self.state.withLock { $0.failures = 0 }
+                let hadFailed = self.state.withLock { s -> Bool in
+                    defer { s.failures = 0 }
+                    return s.failures > 0
+                }
+                if hadFailed { recovered() }
             } catch {
                 self.state.withLock { s in
                     s.backlog = batch

@@ -3,9 +3,10 @@ import Synchronization
 
 /// Lists the directories a scan is about to visit, source and mirror side, on several
 /// threads ahead of it: while the scan plans one directory, the next ones are read (a
-/// cold disk serves many requests at once). Jobs run in about the scan's depth-first
-/// order and at most `window` finished listings wait; the scan runs a job itself when no
-/// worker has started it, so it never waits on the order.
+/// cold disk serves many requests at once). Workers always take the pending directory
+/// that comes first in the scan's order (path order is depth-first preorder), and at most
+/// `window` finished listings wait; the scan runs a job itself when no worker has started
+/// it, so it never waits on the order.
 final class ScanPrefetcher: Sendable {
     /// Both sides of one directory.
     struct Listing: Sendable {
@@ -28,7 +29,8 @@ final class ScanPrefetcher: Sendable {
     }
 
     struct State {
-        var stack: [Job] = []
+        /// Pending jobs, a min-heap by path.
+        var heap: [Job] = []
         var queued: [RelativePath: Job] = [:]
         var running: [RelativePath: Job] = [:]
         var finished: [RelativePath: Job] = [:]
@@ -77,12 +79,40 @@ final class ScanPrefetcher: Sendable {
 
     private func push(_ jobs: [Job]) {
         state.withLock { s in
-            for job in jobs.reversed() {
-                s.stack.append(job)
+            for job in jobs {
+                s.heap.append(job)
+                var i = s.heap.count - 1
+                while i > 0 {
+                    let parent = (i - 1) / 2
+                    guard s.heap[i].path < s.heap[parent].path else { break }
+                    s.heap.swapAt(i, parent)
+                    i = parent
+                }
                 s.queued[job.path] = job
             }
         }
         for _ in jobs { available.signal() }
+    }
+
+    /// Takes the first pending job in path order.
+    private static func popFirst(_ s: inout State) -> Job? {
+        guard !s.heap.isEmpty else { return nil }
+        let first = s.heap[0]
+        let last = s.heap.removeLast()
+        if !s.heap.isEmpty {
+            s.heap[0] = last
+            var i = 0
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var smallest = i
+                if l < s.heap.count, s.heap[l].path < s.heap[smallest].path { smallest = l }
+                if r < s.heap.count, s.heap[r].path < s.heap[smallest].path { smallest = r }
+                if smallest == i { break }
+                s.heap.swapAt(i, smallest)
+                i = smallest
+            }
+        }
+        return first
     }
 
     private func work() {
@@ -91,10 +121,14 @@ final class ScanPrefetcher: Sendable {
             window.wait()
             let job: Job? = state.withLock { s in
                 if s.stopped { return nil }
-                guard let job = s.stack.popLast() else { return nil }
-                s.queued[job.path] = nil
-                s.running[job.path] = job
-                return job
+                // A job the scan ran itself is still in the heap: skip it.
+                while let job = ScanPrefetcher.popFirst(&s) {
+                    guard s.queued[job.path] === job else { continue }
+                    s.queued[job.path] = nil
+                    s.running[job.path] = job
+                    return job
+                }
+                return nil
             }
             guard let job else {
                 window.signal()
@@ -130,9 +164,8 @@ final class ScanPrefetcher: Sendable {
         let found: Found = state.withLock { s in
             if let job = s.finished.removeValue(forKey: path) { return .finished(job) }
             if let job = s.running[path] { return .running(job) }
-            if let job = s.queued.removeValue(forKey: path) {
-                s.stack.removeAll { $0 === job }
-            }
+            // A queued job stays in the heap; the worker that pops it skips it.
+            s.queued[path] = nil
             return .none
         }
         switch found {

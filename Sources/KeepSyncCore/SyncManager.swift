@@ -162,9 +162,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             let appender = self.appender, mirror = self.mirror, store = engine.store
             engine.appendRecords = { [weak self] changes in
                 let manager = self
-                appender.append(changes, mirror: mirror, store: store) { error in
-                    Task { await manager?.recordsFailed(error) }
-                }
+                appender.append(changes, mirror: mirror, store: store,
+                                failed: { error in Task { await manager?.recordsFailed(error) } },
+                                recovered: { Task { await manager?.recordsRecovered() } })
             }
         }
     }
@@ -584,6 +584,14 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     }
 
     static var recordsError: String { "cannot write records: " }
+
+    func recordsRecovered() {
+        if !appender.hasBacklog, let e = errors[.root], e.hasPrefix(SyncManager.recordsError) {
+            errors[.root] = nil
+            logger.info("records are written again")
+            onChange?()
+        }
+    }
 
     func recordsFailed(_ error: any Error) {
         errors[.root] = SyncManager.recordsError + ((error as? KeepSyncError)?.message ?? "\(error)")

@@ -110,7 +110,17 @@ actor Agent {
         self.manager = manager
         let watcher = makeWatcher(settings.source, logger)
         self.watcher = watcher
-        let events = try watcher.start(excluding: settings.excludes)
+        // The watcher's walk is sequential (watch, then list): readers ahead of it fill
+        // the cache from a cold disk many directories at a time.
+        let warmer = DirectoryWarmer(root: settings.source, excludes: settings.excludes, width: 8)
+        let events: AsyncStream<WatchEvent>
+        do {
+            events = try watcher.start(excluding: settings.excludes)
+            warmer.stop()
+        } catch {
+            warmer.stop()
+            throw error
+        }
         let consumer = Task { await manager.consume(events) }
         state = "syncing"
         await manager.requestFullResync()

@@ -1,0 +1,79 @@
+import Dispatch
+import Glibc
+import KeepSyncCore
+import Synchronization
+
+/// Reads every directory of a tree on several threads (open, getdents), so that a walk
+/// that must stay sequential (the watcher's: watch, then list) finds them in the page
+/// cache. Reads only; never follows a link; stops when told.
+final class DirectoryWarmer: Sendable {
+    private let stack: Mutex<(pending: [[UInt8]], busy: Int, stopped: Bool)>
+    private let wake = DispatchSemaphore(value: 0)
+    private let group = DispatchGroup()
+    private let width: Int
+    private let excludes: ExcludeMatcher
+    private let root: [UInt8]
+
+    /// Starts `width` readers at `root` (absolute path), skipping excluded directories.
+    init(root: [UInt8], excludes: ExcludeMatcher, width: Int) {
+        self.root = root
+        self.excludes = excludes
+        self.width = width
+        stack = Mutex(([[]], 0, false))
+        wake.signal()
+        for i in 0..<width {
+            DispatchQueue(label: "keepsync.warm.\(i)").async(group: group) { self.work() }
+        }
+    }
+
+    /// Stops the readers (they finish the directory in hand) and waits for them.
+    func stop() {
+        stack.withLock { $0.stopped = true }
+        for _ in 0..<width { wake.signal() }
+        group.wait()
+    }
+
+    private func work() {
+        while true {
+            wake.wait()
+            let next: [UInt8]?? = stack.withLock { s in
+                if s.stopped { return .some(nil) }
+                guard let p = s.pending.popLast() else { return nil }
+                s.busy += 1
+                return .some(p)
+            }
+            guard let got = next else {
+                // Woken for nothing: done when nobody holds work that could add some.
+                if stack.withLock({ $0.pending.isEmpty && $0.busy == 0 }) {
+                    for _ in 0..<width { wake.signal() }
+                    return
+                }
+                continue
+            }
+            guard let relative = got else { return }
+            let children = list(relative)
+            stack.withLock { s in
+                s.pending += children
+                s.busy -= 1
+            }
+            for _ in children { wake.signal() }
+            if children.isEmpty, stack.withLock({ $0.pending.isEmpty && $0.busy == 0 }) {
+                for _ in 0..<width { wake.signal() }
+            }
+        }
+    }
+
+    /// The subdirectories (relative paths) of `relative`, read from the disk.
+    private func list(_ relative: [UInt8]) -> [[UInt8]] {
+        let path = relative.isEmpty ? root : root + [0x2F] + relative
+        guard let fd = try? Sys.open(.currentDirectory, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) else { return [] }
+        defer { fd.close() }
+        guard let entries = try? Inotify.entries(fd) else { return [] }
+        var out: [[UInt8]] = []
+        for e in entries where e.isDirectory {
+            let child = relative.isEmpty ? e.name : relative + [0x2F] + e.name
+            if !excludes.excludes(RelativePath(bytes: child), isDirectory: true) { out.append(child) }
+        }
+        return out
+    }
+}
