@@ -23,6 +23,6 @@ let package = Package(
         .target(name: "KeepSyncTestSupport", dependencies: ["KeepSyncCore"]),
         .testTarget(name: "KeepSyncCoreTests", dependencies: ["KeepSyncCore", "KeepSyncTestSupport"]),
         .testTarget(name: "KeepSyncLinuxTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "KeepSyncTestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["KeepSyncCore", "KeepSyncLinux"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "CKeepSyncShims"]),
     ]
 )

@@ -2,15 +2,19 @@ import Dispatch
 import Synchronization
 
 /// Appends record batches in order on a serial queue, each after a durability barrier.
-/// A batch whose append fails stays at the head of a backlog and goes out with the next
-/// append, so the store never skips or reorders a change. Deferred (for deterministic
-/// tests), the appends wait until `drain` runs them on its caller.
+/// Batches handed over while an append runs go out together in the next one (one
+/// barrier for all of them, however fast copies finish). A batch whose append fails stays
+/// at the head of a backlog and goes out with the next append, so the store never skips
+/// or reorders a change. Deferred (for deterministic tests), the appends wait until
+/// `drain` runs them on its caller.
 final class RecordAppender: Sendable {
     let queue: DispatchQueue?
     let deferred = Mutex<[@Sendable () -> Void]>([])
     /// Changes whose append failed, oldest first, and how many appends failed in a row.
     /// Touched by the queue's work items and read by the manager.
     let state = Mutex<(backlog: [RecordChange], failures: Int)>(([], 0))
+    /// Changes handed over and not taken by an append yet; whether an append is queued.
+    let waiting = Mutex<(changes: [RecordChange], scheduled: Bool)>(([], false))
 
     /// An appender on a serial queue of its own, or deferred until `drain`.
     init(deferred: Bool) {
@@ -31,11 +35,21 @@ final class RecordAppender: Sendable {
     /// of the first success after failures, off the queue.
     func append(_ changes: [RecordChange], mirror: any FileAccessorProviding, store: any BookmarkStorageProviding,
                 failed: @escaping @Sendable (any Error) -> Void, recovered: @escaping @Sendable () -> Void) {
+        let schedule = waiting.withLock { w -> Bool in
+            w.changes += changes
+            defer { w.scheduled = true }
+            return !w.scheduled
+        }
+        guard schedule else { return }
         submit {
+            let handed = self.waiting.withLock { w -> [RecordChange] in
+                defer { w = ([], false) }
+                return w.changes
+            }
             // Only this serial queue (or `drain`) changes the backlog: taking it here is safe.
             let batch = self.state.withLock { s -> [RecordChange] in
                 defer { s.backlog = [] }
-                return s.backlog + changes
+                return s.backlog + handed
             }
             guard !batch.isEmpty else { return }
             do {

@@ -118,13 +118,19 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
     /// directories are matched once, then slots by their directory.
     public func paths(within scope: RelativePath) -> [RelativePath] {
         if scope.isRoot { return keys }
+        return slots(within: scope).map { path(ofSlot: $0) }
+    }
+
+    /// The slots of the records at or below `scope` (any order); a file's scope costs
+    /// one pass over the interned directories, not over every record.
+    public func slots(within scope: RelativePath) -> [Int] {
+        var out: [Int] = []
+        if let own = slotIndex(of: scope) { out.append(own) }
         var inside = BitSet()
         for (i, d) in directories.enumerated() where d.isWithin(scope) { inside.insert(i) }
-        var out: [RelativePath] = []
-        if let own = slotIndex(of: scope) { out.append(path(ofSlot: own)) }
         guard inside.count > 0 else { return out }
         for i in slots.indices where slots[i].isLive && slots[i].directory != UInt32.max && inside.contains(Int(slots[i].directory)) {
-            out.append(path(ofSlot: i))
+            out.append(i)
         }
         return out
     }

@@ -109,8 +109,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// retried with the next, or after `recordRetryDelay` when nothing else comes.
     let appender: RecordAppender
     var lastAppendAt: C.Instant?
-    /// Copy work items running.
+    /// Copy work items running, and how many of them are groups.
     var workers = 0
+    var groupsRunning = 0
+    /// Set while `processDue` works through what is due: copies start after, together.
+    var holdingCopies = false
+    /// Stages a group's files in parallel.
+    let io: ParallelIO
     var errors: [RelativePath: String] = [:]
     /// Failed paths, tried again on their own after a backoff (1 s doubling to 60 s);
     /// not counted as pending. A full or read-only mirror is not retried per path.
@@ -147,8 +152,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// A manager over the given engine's seams.
     public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any FileAccessorProviding,
                 clock: C, timing: Timing = Timing(), executor: CopyExecutor = .inline, logger: Logger = .silent,
-                rootCheck: (@Sendable (Int) -> String?)? = nil) {
+                io: ParallelIO = .serial, rootCheck: (@Sendable (Int) -> String?)? = nil) {
         self.rootCheck = rootCheck
+        self.io = io
         self.engine = engine
         self.source = source
         self.mirror = mirror
@@ -303,6 +309,11 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         for path in due { pending[path] = nil }
         let liveRemovals = dueEntries.filter(\.value.removal).map(\.key)
         var last: RelativePath?
+        holdingCopies = true
+        defer {
+            holdingCopies = false
+            startCopies()
+        }
         for path in due {
             // A due directory's scan covers the due paths below it.
             if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }
@@ -475,11 +486,21 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if queued.insert(path).inserted { copyQueue.append(path) }
     }
 
-    /// Starts copy work while workers are free: single files for live events, groups
-    /// (one group commit each) when a full pass queued many.
+    /// Starts copy work while workers are free. A lone file with nothing else copying is
+    /// installed on its own (the latency path); otherwise what queued goes out in groups
+    /// of up to 256 (one group commit each), at most two at once, so a burst shares a
+    /// few barriers instead of paying one per file.
     func startCopies() {
-        while workers < executor.limit, !copyQueue.isEmpty, !stopping {
-            let size = copyQueue.count > executor.limit ? min(32, (copyQueue.count + executor.limit - 1) / executor.limit) : 1
+        if holdingCopies { return }
+        while !copyQueue.isEmpty, !stopping {
+            let size: Int
+            if copyQueue.count == 1 && workers < executor.limit && (workers == 0 || !groupRunning) {
+                size = 1
+            } else if workers < min(2, executor.limit) {
+                size = min(256, copyQueue.count)
+            } else {
+                break
+            }
             let group = Array(copyQueue.prefix(size))
             copyQueue.removeFirst(group.count)
             for path in group {
@@ -487,20 +508,25 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
                 inFlight[path] = false
             }
             workers += 1
-            let source = self.source, mirror = self.mirror, logger = self.logger
+            let source = self.source, mirror = self.mirror, logger = self.logger, io = self.io
             if executor.isInline {
-                copiesFinished(SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger))
+                copiesFinished(SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger, io: io))
                 continue
             }
+            if size > 1 { groupsRunning += 1 }
             executor.run {
-                let results = SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger)
+                let results = SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger, io: io)
                 Task { await self.copiesFinished(results) }
             }
         }
     }
 
+    /// True while a group commit runs.
+    var groupRunning: Bool { groupsRunning > 0 }
+
     func copiesFinished(_ results: [(path: RelativePath, result: Result<SyncEngine.CopyResult?, any Error>)]) {
         workers -= 1
+        if results.count > 1 && !executor.isInline { groupsRunning -= 1 }
         for (path, result) in results { copyFinished(path, result) }
         startCopies()
         if inFlight.isEmpty && copyQueue.isEmpty { finishRound() }

@@ -96,7 +96,8 @@ public struct TreeScanner {
         pairRenames(&scan)
         if scan.visitedRecords.count < records.records.count {
             let unread = scan.unreadable.compactMap(\.path)
-            for i in 0..<records.records.slotCapacity where !scan.visitedRecords.contains(i) {
+            let candidates = scope.isRoot ? Array(0..<records.records.slotCapacity) : records.records.slots(within: scope)
+            for i in candidates where !scan.visitedRecords.contains(i) {
                 guard let (path, _) = records.records.entry(atSlot: i) else { continue }
                 if path.isWithin(scope) && !unread.contains(where: { path != $0 && path.isWithin($0) }) {
                     scan.staleRecords.append(path)

@@ -105,7 +105,7 @@ actor Agent {
         let sourcePath = settings.source
         let identity = records.root
         let manager = SyncManager(engine: engine, source: sourceTree, mirror: mirrorTree, clock: ContinuousClock(),
-                                  timing: timing, executor: .dispatch(limit: 4), logger: logger,
+                                  timing: timing, executor: .dispatch(limit: 4), logger: logger, io: CommandRunner.copyIO,
                                   rootCheck: { entries in Agent.rootProblem(sourcePath, identity: identity, recordedEntries: entries) })
         self.manager = manager
         let watcher = makeWatcher(settings.source, logger)

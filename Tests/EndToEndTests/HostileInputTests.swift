@@ -1,4 +1,5 @@
 import Foundation
+import CKeepSyncShims
 import Glibc
 import KeepSyncCore
 import Synchronization
@@ -318,10 +319,29 @@ extension HostileInputTests {
     }
 
     /// Regular files below `root` whose bytes contain `marker`.
+    /// A file's bytes, opened without crossing a symlink anywhere on its path: the mirror
+    /// legitimately holds links to the secrets, and a directory the walk listed may have
+    /// become one by the time its file is read.
+    static func readBeneath(_ root: [UInt8], _ path: [UInt8]) -> [UInt8]? {
+        let dir = FS.withCPath(root) { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard dir >= 0 else { return nil }
+        defer { close(dir) }
+        let fd = FS.withCPath(path) { ks_openat2(dir, $0, UInt64(O_RDONLY | O_CLOEXEC), 0, ks_resolve_beneath() | ks_resolve_no_symlinks()) }
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var result: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return n == 0 ? result : nil }
+            result += buffer[0..<n]
+        }
+    }
+
     static func filesContaining(_ marker: [UInt8], under root: [UInt8]) -> [String] {
         var hits: [String] = []
         try? CrashTests.walk(root) { path, _, info in
-            guard info.kind == .regular, let content = try? FS.readFile(root / path) else { return }
+            guard info.kind == .regular, let content = readBeneath(root, path) else { return }
             if content.count >= marker.count, (0...(content.count - marker.count)).contains(where: { content[$0..<($0 + marker.count)].elementsEqual(marker) }) {
                 hits.append(FS.display(path))
             }
