@@ -1,5 +1,5 @@
 import Glibc
-import Glibc
+import Dispatch
 import KeepSyncCore
 
 /// `keepsync run`: the long-running agent. Takes the lock, starts watching (watch
@@ -306,6 +306,16 @@ actor Agent {
         guard json != lastStatus, force || now - lastStatusWrite >= .seconds(1) else { return }
         lastStatus = json
         lastStatusWrite = now
-        try? HostPaths.writeAtomically(settings.state + Array("/status.json".utf8), Array(json.utf8))
+        let path = settings.state + Array("/status.json".utf8), bytes = Array(json.utf8)
+        // Its fsync must not hold a thread of the concurrency pool (two on two cores) while
+        // a copy waits for the manager; a forced write (exit, error) is done on return.
+        if force {
+            Agent.statusQueue.sync { try? HostPaths.writeAtomically(path, bytes) }
+        } else {
+            Agent.statusQueue.async { try? HostPaths.writeAtomically(path, bytes) }
+        }
     }
+
+    /// Writes status.json, in order, off the concurrency pool.
+    static let statusQueue = DispatchQueue(label: "keepsync.status")
 }
