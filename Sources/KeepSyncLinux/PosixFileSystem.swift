@@ -53,8 +53,11 @@ public final class PosixFileSystem: FileSystemProviding {
     /// Runs `body` with the parent directory's descriptor and the final name.
     func withParent<R>(_ path: RelativePath, _ body: (FileDescriptor, [UInt8]) throws -> R) throws -> R {
         precondition(!path.isRoot, "the root has no parent")
+        let parentPath = path.parent!
+        // The root's own descriptor serves its entries: two syscalls fewer per call.
+        if parentPath.isRoot { return try body(root, path.name) }
         let parent: FileDescriptor
-        do throws(Errno) { parent = try openDirectory(path.parent!) } catch { throw error.error("open parent directory", path: path) }
+        do throws(Errno) { parent = try openDirectory(parentPath) } catch { throw error.error("open parent directory", path: path) }
         defer { parent.close() }
         return try body(parent, path.name)
     }
@@ -63,6 +66,9 @@ public final class PosixFileSystem: FileSystemProviding {
     public func stat(_ path: RelativePath) throws -> FileStat? {
         if path.isRoot {
             do throws(Errno) { return try root.stat() } catch { throw error.error("fstat", path: path) }
+        }
+        if path.parent!.isRoot {
+            do throws(Errno) { return try Sys.lstat(root, path.name) } catch { throw error.error("fstatat", path: path) }
         }
         let parent: FileDescriptor
         do throws(Errno) { parent = try openDirectory(path.parent!) } catch {
