@@ -37,6 +37,7 @@ extension Bench {
                     let got = Machine.readBytes(Paths.join(mirror, name))
                     if got == content {
                         samples.values.append(arrived - closed)
+                        if arrived - closed > 0.02 { log("\(tool): write \(i + 1) took \(Unit.milliseconds.format(arrived - closed))") }
                     } else {
                         let line = "\(tool): w\(i).dat arrived incomplete (\(got?.count ?? 0) bytes)"
                         samples.failures.append(line)
