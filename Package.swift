@@ -1,6 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+let optimizedInDebug: [SwiftSetting] = [.unsafeFlags(["-O"], .when(configuration: .debug))]
+
 let package = Package(
     name: "keepsync",
     products: [
@@ -12,7 +14,8 @@ let package = Package(
             name: "CKeepSyncShims",
             cSettings: [.define("_GNU_SOURCE")]
         ),
-        .target(name: "KeepSyncCore"),
+        // Optimized in debug builds too: the simulation runs thousands of seeds through it.
+        .target(name: "KeepSyncCore", swiftSettings: optimizedInDebug),
         .target(name: "KeepSyncLinux", dependencies: ["KeepSyncCore", "CKeepSyncShims"]),
         .executableTarget(
             name: "keepsync", dependencies: ["KeepSyncCore", "KeepSyncLinux"],
@@ -20,8 +23,8 @@ let package = Package(
             linkerSettings: [.unsafeFlags(["-static-stdlib"])]
         ),
         .executableTarget(name: "keepsync-bench"),
-        .target(name: "KeepSyncTestSupport", dependencies: ["KeepSyncCore"]),
-        .testTarget(name: "KeepSyncCoreTests", dependencies: ["KeepSyncCore", "KeepSyncTestSupport"]),
+        .target(name: "KeepSyncTestSupport", dependencies: ["KeepSyncCore"], swiftSettings: optimizedInDebug),
+        .testTarget(name: "KeepSyncCoreTests", dependencies: ["KeepSyncCore", "KeepSyncTestSupport"], swiftSettings: optimizedInDebug),
         .testTarget(name: "KeepSyncLinuxTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "KeepSyncTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "CKeepSyncShims"]),
     ]
