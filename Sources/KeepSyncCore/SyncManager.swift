@@ -494,7 +494,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if holdingCopies { return }
         while !copyQueue.isEmpty, !stopping {
             let size: Int
-            if copyQueue.count == 1 && workers < executor.limit && (workers == 0 || !groupRunning) {
+            if copyQueue.count == 1 && workers < executor.limit && (workers == 0 || groupsRunning == 0) {
                 size = 1
             } else if workers < min(2, executor.limit) {
                 size = min(256, copyQueue.count)
@@ -508,12 +508,12 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
                 inFlight[path] = false
             }
             workers += 1
+            if size > 1 { groupsRunning += 1 }
             let source = self.source, mirror = self.mirror, logger = self.logger, io = self.io
             if executor.isInline {
                 copiesFinished(SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger, io: io))
                 continue
             }
-            if size > 1 { groupsRunning += 1 }
             executor.run {
                 let results = SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger, io: io)
                 Task { await self.copiesFinished(results) }
@@ -521,12 +521,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         }
     }
 
-    /// True while a group commit runs.
-    var groupRunning: Bool { groupsRunning > 0 }
-
     func copiesFinished(_ results: [(path: RelativePath, result: Result<SyncEngine.CopyResult?, any Error>)]) {
         workers -= 1
-        if results.count > 1 && !executor.isInline { groupsRunning -= 1 }
+        if results.count > 1 { groupsRunning -= 1 }
         for (path, result) in results { copyFinished(path, result) }
         startCopies()
         if inFlight.isEmpty && copyQueue.isEmpty { finishRound() }
