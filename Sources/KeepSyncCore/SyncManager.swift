@@ -352,7 +352,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             if summary.heldDeletes > 0 {
                 logger.warning("held \(summary.heldDeletes) deletions: more than \(options.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; send SIGUSR1 after checking, or restart with --allow-mass-delete")
             }
-            errors = [:]
+            // A copy it queued again keeps its error until that copy ends.
+            let queuedAgain = Set(summary.deferredCopies)
+            errors = errors.filter { queuedAgain.contains($0.key) }
             clearFailures(within: .root, except: summary.deferredCopies)
             // A pass that wrote without meeting a full or read-only mirror ends that state.
             mirrorProbeAt = nil
@@ -435,7 +437,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         do {
             let scan = try engine.scan(scope)
             let summary = engine.apply(scan, deferCopies: true, exempt: exempt)
-            for key in errors.keys where key.isWithin(scope) { errors[key] = nil }
+            let queuedAgain = Set(summary.deferredCopies)
+            for key in errors.keys where key.isWithin(scope) && !queuedAgain.contains(key) { errors[key] = nil }
             clearFailures(within: scope, except: summary.deferredCopies)
             if summary.heldDeletes > 0 {
                 heldDeletes = summary.heldDeletes

@@ -755,6 +755,43 @@ struct SyncManagerTests {
         h.expectMirrorEqualsSource()
     }
 
+    @Test("a failed path keeps its status error while it is tried again, on its own or in a full pass, until a copy succeeds")
+    func errorStaysWhileRetried() async {
+        let copies = HeldCopies()
+        let h = ManagerHarness(executor: copies.executor)
+        await h.fullSync()
+        let file = Self.p("f.txt")
+        let failing = Mutex(true)
+        h.failMirror { op, path in
+            guard op == .install, path == file, failing.withLock({ $0 }) else { return nil }
+            return KeepSyncError(.permissionDenied, "open: Permission denied", path: path)
+        }
+        h.source.writeFile(file, Self.b("data"))
+        await h.receive(.closedAfterWrite(file))
+        await h.settleAndProcess()
+        #expect(copies.runAll() == 1)
+        #expect(await ManagerHarness.eventually { await h.manager.snapshot().errors[file] != nil })
+
+        // The retry after a second: its copy is held, and the error must still show.
+        h.clock.advance(by: .seconds(1))
+        await h.manager.processDue()
+        #expect(copies.count == 1, "the retry's copy is handed over")
+        #expect(await h.manager.snapshot().errors[file] != nil, "the error vanished while the retry runs")
+        copies.runAll()
+        #expect(await ManagerHarness.eventually { await h.manager.snapshot().pending == 0 })
+        #expect(await h.manager.snapshot().errors[file] != nil)
+
+        // A full pass re-plans the copy: the error stays until that copy ends.
+        await h.fullSync()
+        #expect(copies.count == 1)
+        #expect(await h.manager.snapshot().errors[file] != nil, "a full pass dropped the error of a copy it queued")
+        failing.withLock { $0 = false }
+        copies.runAll()
+        #expect(await ManagerHarness.eventually { await h.manager.snapshot().errors.isEmpty })
+        await h.manager.processDue()
+        h.expectMirrorEqualsSource()
+    }
+
     // MARK: Excludes
 
     static func skipOptions() throws -> SyncOptions {
