@@ -148,12 +148,17 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     let rootCheck: (@Sendable (Int) -> String?)?
     /// Set when a full pass found the source root vanished or replaced; `run` then returns.
     public private(set) var rootLost: String?
+    /// Where the manager's own tasks (copy completions, record reports) prefer to run;
+    /// nil: the global pool. A simulation keeps them on its own thread.
+    let taskExecutor: (any TaskExecutor)?
 
     /// A manager over the given engine's seams.
     public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any FileAccessorProviding,
                 clock: C, timing: Timing = Timing(), executor: CopyExecutor = .inline, logger: Logger = .silent,
-                io: ParallelIO = .serial, rootCheck: (@Sendable (Int) -> String?)? = nil) {
+                io: ParallelIO = .serial, rootCheck: (@Sendable (Int) -> String?)? = nil,
+                taskExecutor: (any TaskExecutor)? = nil) {
         self.rootCheck = rootCheck
+        self.taskExecutor = taskExecutor
         self.io = io
         self.engine = engine
         self.source = source
@@ -165,12 +170,12 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         appender = RecordAppender(deferred: executor.defersRecords)
         if !executor.isInline {
             // The engine's own appends (a full pass's batches) take the same ordered path.
-            let appender = self.appender, mirror = self.mirror, store = engine.store
+            let appender = self.appender, mirror = self.mirror, store = engine.store, preferred = taskExecutor
             engine.appendRecords = { [weak self] changes in
                 let manager = self
                 appender.append(changes, mirror: mirror, store: store,
-                                failed: { error in Task { await manager?.recordsFailed(error) } },
-                                recovered: { Task { await manager?.recordsRecovered() } })
+                                failed: { error in Task(executorPreference: preferred) { await manager?.recordsFailed(error) } },
+                                recovered: { Task(executorPreference: preferred) { await manager?.recordsRecovered() } })
             }
         }
     }
@@ -512,14 +517,14 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             }
             workers += 1
             if size > 1 { groupsRunning += 1 }
-            let source = self.source, mirror = self.mirror, logger = self.logger, io = self.io
+            let source = self.source, mirror = self.mirror, logger = self.logger, io = self.io, preferred = taskExecutor
             if executor.isInline {
                 copiesFinished(SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger, io: io))
                 continue
             }
             executor.run {
                 let results = SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger, io: io)
-                Task { await self.copiesFinished(results) }
+                Task(executorPreference: preferred) { await self.copiesFinished(results) }
             }
         }
     }

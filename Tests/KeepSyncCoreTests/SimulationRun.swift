@@ -126,10 +126,13 @@ final class SimulationRun {
     /// path is retried by the next full pass, not by itself).
     var faultsFired = 0
     let verbose: Bool
+    /// Where the manager's own tasks run (nil: the global pool).
+    let thread: SimulationThread?
 
-    init(seed: UInt64, steps: Int? = nil, verbose: Bool = false) {
+    init(seed: UInt64, steps: Int? = nil, verbose: Bool = false, thread: SimulationThread? = nil) {
         self.seed = seed
         self.verbose = verbose
+        self.thread = thread
         rng = SimulationRandom(seed: seed)
         settings = SimulationSettings(&rng, steps: steps)
         power = SimulationPower(seed: seed)
@@ -398,7 +401,7 @@ final class SimulationRun {
         let engine = SyncEngine(source: source, mirror: mirror, store: store, records: records, options: options, logger: logger)
         let executor = settings.heldCopies.map { copies.executor(limit: $0) } ?? .inline
         let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, timing: Self.timing,
-                                  executor: executor, logger: logger)
+                                  executor: executor, logger: logger, taskExecutor: thread)
         self.manager = manager
         down = 0
         note("start with \(records.records.count) records")

@@ -40,26 +40,26 @@ struct SimulationTests {
         return "replay: KEEPSYNC_SIM_SEED=\(seed) \(steps)swift test --filter SimulationTests"
     }
 
-    /// Runs seeds on all cores; returns the outcomes in seed order.
+    /// Runs seeds on threads of their own (all cores but one, which stays for the tests
+    /// running beside them in this process); returns the outcomes in seed order.
     static func runSeeds(_ seeds: [UInt64], steps: Int?, verbose: Bool = false) async -> [SimulationRun.Outcome] {
-        // One cooperative thread stays free: the seeds are CPU-bound and would otherwise
-        // starve the waits of tests running beside them in this process.
-        let width = max(1, min(ProcessInfo.processInfo.activeProcessorCount - 1, 8))
+        let width = max(1, min(ProcessInfo.processInfo.activeProcessorCount - 1, 8, seeds.count))
+        let threads = (0..<width).map { _ in SimulationThread() }
+        defer { for t in threads { t.stop() } }
         var outcomes: [SimulationRun.Outcome] = []
         outcomes.reserveCapacity(seeds.count)
-        await withTaskGroup(of: SimulationRun.Outcome.self) { group in
-            var next = 0
-            func add() {
-                guard next < seeds.count else { return }
-                let seed = seeds[next]
-                next += 1
-                group.addTask { await SimulationRun(seed: seed, steps: steps, verbose: verbose).run() }
+        await withTaskGroup(of: [SimulationRun.Outcome].self) { group in
+            for (slot, thread) in threads.enumerated() {
+                let mine = stride(from: slot, to: seeds.count, by: width).map { seeds[$0] }
+                group.addTask(executorPreference: thread) {
+                    var done: [SimulationRun.Outcome] = []
+                    for seed in mine {
+                        done.append(await SimulationRun(seed: seed, steps: steps, verbose: verbose, thread: thread).run())
+                    }
+                    return done
+                }
             }
-            for _ in 0..<width { add() }
-            while let outcome = await group.next() {
-                outcomes.append(outcome)
-                add()
-            }
+            for await some in group { outcomes += some }
         }
         return outcomes.sorted { $0.seed < $1.seed }
     }
