@@ -13,8 +13,9 @@ final class RecordAppender: Sendable {
     /// Changes whose append failed, oldest first, and how many appends failed in a row.
     /// Touched by the queue's work items and read by the manager.
     let state = Mutex<(backlog: [RecordChange], failures: Int)>(([], 0))
-    /// Changes handed over and not taken by an append yet; whether an append is queued.
-    let waiting = Mutex<(changes: [RecordChange], scheduled: Bool)>(([], false))
+    /// Changes handed over and not taken by an append yet; a compaction asked for, with
+    /// the changes its set holds that were not appended; whether a write is queued.
+    let waiting = Mutex<(changes: [RecordChange], compaction: (set: RecordSet, covered: [RecordChange])?, scheduled: Bool)>(([], nil, false))
 
     /// An appender on a serial queue of its own, or deferred until `drain`.
     init(deferred: Bool) {
@@ -40,32 +41,66 @@ final class RecordAppender: Sendable {
             defer { w.scheduled = true }
             return !w.scheduled
         }
-        guard schedule else { return }
-        submit {
-            let handed = self.waiting.withLock { w -> [RecordChange] in
-                defer { w = ([], false) }
-                return w.changes
+        if schedule { submit { self.write(mirror: mirror, store: store, failed: failed, recovered: recovered) } }
+    }
+
+    /// Queues a rewrite of the store as `set`, which holds every change handed over so
+    /// far: those not appended yet are dropped from the queue, being in `set` (they go
+    /// back if the rewrite fails). Later changes are appended after it.
+    func compact(_ set: RecordSet, mirror: any FileAccessorProviding, store: any BookmarkStorageProviding,
+                 failed: @escaping @Sendable (any Error) -> Void, recovered: @escaping @Sendable () -> Void) {
+        let schedule = waiting.withLock { w -> Bool in
+            w.compaction = (set, (w.compaction?.covered ?? []) + w.changes)
+            w.changes = []
+            defer { w.scheduled = true }
+            return !w.scheduled
+        }
+        if schedule { submit { self.write(mirror: mirror, store: store, failed: failed, recovered: recovered) } }
+    }
+
+    /// One queued write: the compaction asked for, if any, then the changes handed over.
+    private func write(mirror: any FileAccessorProviding, store: any BookmarkStorageProviding,
+                       failed: @escaping @Sendable (any Error) -> Void, recovered: @escaping @Sendable () -> Void) {
+        let (handed, compaction) = waiting.withLock { w -> ([RecordChange], (set: RecordSet, covered: [RecordChange])?) in
+            defer { w = ([], nil, false) }
+            return (w.changes, w.compaction)
+        }
+        // Only this serial queue (or `drain`) changes the backlog: taking it here is safe.
+        var batch = handed
+        var hadFailed = false
+        do {
+            if let compaction {
+                do {
+                    // Records follow the mirror: what they describe is made durable first.
+                    try mirror.barrier()
+                    try store.compact(compaction.set)
+                    hadFailed = state.withLock { s -> Bool in
+                        defer { s = ([], 0) }
+                        return s.failures > 0
+                    }
+                } catch {
+                    batch = compaction.covered + handed
+                    throw error
+                }
             }
-            // Only this serial queue (or `drain`) changes the backlog: taking it here is safe.
-            let batch = self.state.withLock { s -> [RecordChange] in
+            batch = state.withLock { s -> [RecordChange] in
                 defer { s.backlog = [] }
-                return s.backlog + handed
+                return s.backlog + batch
             }
-            guard !batch.isEmpty else { return }
-            do {
+            if !batch.isEmpty {
                 try SyncEngine.appendDurably(batch, mirror: mirror, store: store)
-                let hadFailed = self.state.withLock { s -> Bool in
+                hadFailed = state.withLock { s -> Bool in
                     defer { s.failures = 0 }
                     return s.failures > 0
-                }
-                if hadFailed { recovered() }
-            } catch {
-                self.state.withLock { s in
-                    s.backlog = batch
-                    s.failures += 1
-                }
-                failed(error)
+                } || hadFailed
             }
+            if hadFailed { recovered() }
+        } catch {
+            state.withLock { s in
+                s.backlog += batch
+                s.failures += 1
+            }
+            failed(error)
         }
     }
 

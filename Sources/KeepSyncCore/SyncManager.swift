@@ -170,12 +170,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         appender = RecordAppender(deferred: executor.defersRecords)
         if !executor.isInline {
             // The engine's own appends (a full pass's batches) take the same ordered path.
-            let appender = self.appender, mirror = self.mirror, store = engine.store, preferred = taskExecutor
-            engine.appendRecords = { [weak self] changes in
-                let manager = self
-                appender.append(changes, mirror: mirror, store: store,
-                                failed: { error in Task(executorPreference: preferred) { await manager?.recordsFailed(error) } },
-                                recovered: { Task(executorPreference: preferred) { await manager?.recordsRecovered() } })
+            let appender = self.appender, mirror = self.mirror, store = engine.store, reports = recordReports()
+            engine.appendRecords = { changes in
+                appender.append(changes, mirror: mirror, store: store, failed: reports.failed, recovered: reports.recovered)
             }
         }
     }
@@ -641,6 +638,25 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         await appender.drain()
         try engine.store.compact(engine.records)
         appender.clearBacklog()
+    }
+
+    /// Queues a rewrite of the store as the records, in turn with the appends, so that
+    /// the log does not grow for as long as the agent runs; copies go on meanwhile.
+    public func compactRecordsInBackground() {
+        if executor.isInline {
+            do { try engine.compact() } catch { recordsFailed(error) }
+            return
+        }
+        flushRecords()
+        let reports = recordReports()
+        appender.compact(engine.records, mirror: mirror, store: engine.store, failed: reports.failed, recovered: reports.recovered)
+    }
+
+    /// What a record write reports to the manager, each on a task of its own.
+    nonisolated func recordReports() -> (failed: @Sendable (any Error) -> Void, recovered: @Sendable () -> Void) {
+        let preferred = taskExecutor
+        return ({ [weak self] error in Task(executorPreference: preferred) { await self?.recordsFailed(error) } },
+                { [weak self] in Task(executorPreference: preferred) { await self?.recordsRecovered() } })
     }
 
     /// True when nothing is pending, queued or copying.

@@ -28,6 +28,10 @@ actor Agent {
     var rootProblem: String?
     /// The source root's recorded identity.
     var rootIdentity: RootIdentity?
+    /// The records on disk, while running.
+    var store: JournalBookmarkStore?
+    /// When a rewrite of the records was last asked for, and the snapshot's size then.
+    var compactionAsked: (at: ContinuousClock.Instant, snapshot: UInt64)?
 
     init(settings: CommandRunner.Settings, logger: Logger, notifier: SystemdNotifier, progress: TerminalProgress,
          reload: @escaping @Sendable () throws -> CommandRunner.Settings,
@@ -53,6 +57,7 @@ actor Agent {
         }
         defer { prepared.lock.release() }
         let store = prepared.store
+        self.store = store
         var records = prepared.records
         let sourceName = HostPaths.display(settings.source)
         records.root = RootIdentity(device: prepared.root.device, inode: prepared.root.inode)
@@ -212,7 +217,10 @@ actor Agent {
         while !Task.isCancelled {
             await writeStatusNow(force: false)
             ticks += 1
-            if ticks % 4 == 0 { await watchRoot() }
+            if ticks % 4 == 0 {
+                await watchRoot()
+                await compactIfLogIsLong()
+            }
             try? await Task.sleep(for: .milliseconds(250))
         }
     }
@@ -223,6 +231,18 @@ actor Agent {
         guard let manager, state != "error", rootProblem == nil,
               checkRoot(recordedEntries: 0, identity: rootIdentity) != nil else { return }
         await manager.requestFullResync()
+    }
+
+    /// Once a second: a records log longer than the snapshot (and 1 MiB) is folded into a
+    /// new snapshot, so that neither the disk nor the next start pays for every change
+    /// since the agent started. Until one is written, asked again only after 30 s.
+    func compactIfLogIsLong() async {
+        guard let manager, let store, store.needsCompaction else { return }
+        let now = ContinuousClock.now
+        if let asked = compactionAsked, asked.snapshot == store.snapshotLength, now - asked.at < .seconds(30) { return }
+        compactionAsked = (now, store.snapshotLength)
+        logger.debug("records log \(store.logLength) bytes, snapshot \(store.snapshotLength): compacting")
+        await manager.compactRecordsInBackground()
     }
 
     func writeStatusNow(force: Bool) async {

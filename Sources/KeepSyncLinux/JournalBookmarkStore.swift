@@ -30,6 +30,8 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         var log: FileDescriptor?
         /// Length of the log's valid bytes.
         var logLength: UInt64 = 0
+        /// Size of the snapshot file (0 when there is none).
+        var snapshotLength: UInt64 = 0
         /// A failed append may have left bytes past `logLength`.
         var needsTruncation = false
 
@@ -45,12 +47,16 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
     private let readOnly: Bool
     private let state = Mutex(State())
 
+    /// Log bytes that never make `needsCompaction` true, however small the snapshot.
+    public let logAllowance: UInt64
+
     /// Opens the store in the existing state directory at `directory` (absolute path
     /// bytes). A `readOnly` store only loads: it never repairs or creates files, so it
     /// is safe beside a running agent (`check`, `status`); its writes throw.
-    public init(directory: [UInt8], readOnly: Bool = false) throws {
+    public init(directory: [UInt8], readOnly: Bool = false, logAllowance: UInt64 = 1 << 20) throws {
         self.directoryPath = directory
         self.readOnly = readOnly
+        self.logAllowance = logAllowance
         do {
             self.directory = try Sys.openDirectory(directory)
         } catch {
@@ -67,6 +73,17 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
     /// load or write): lets the owner of the records decide when to compact.
     public var logLength: UInt64 {
         state.withLock { $0.logLength }
+    }
+
+    /// Size of the snapshot last read or written (0 when there is none).
+    public var snapshotLength: UInt64 {
+        state.withLock { $0.snapshotLength }
+    }
+
+    /// True when the log is longer than both the allowance and the snapshot: it then
+    /// takes longer to load than a fresh snapshot would, and its disk space is waste.
+    public var needsCompaction: Bool {
+        state.withLock { $0.logLength > max(logAllowance, $0.snapshotLength) }
     }
 
     /// Loads the snapshot and the log batches that extend it. Damaged content is never
@@ -139,7 +156,7 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         }
 
         var set = RecordSet()
-        if let decodedOrNil = try readSnapshot() {
+        if let decodedOrNil = try readSnapshot(size: &s.snapshotLength) {
             if let decoded = decodedOrNil {
                 set = decoded.set
                 s.generation = decoded.generation
@@ -187,13 +204,14 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
 
     /// The decoded snapshot (nil inside when it is damaged); nil when there is none. Read a
     /// frame at a time, so that a large store never sits in memory twice.
-    private func readSnapshot() throws(KeepSyncError) -> (set: RecordSet, generation: UInt64)?? {
+    private func readSnapshot(size snapshotSize: inout UInt64) throws(KeepSyncError) -> (set: RecordSet, generation: UInt64)?? {
         let opened = try io("open", Self.snapshotName) { () throws(Errno) in
             try Sys.openForReading(directory, Self.snapshotName)
         }
         guard let fd = opened else { return nil }
         defer { fd.close() }
         let size = try io("fstat", Self.snapshotName) { () throws(Errno) in try fd.stat() }.size
+        snapshotSize = size
         var failure: Errno?
         var reserve = 0
         if size >= UInt64(RecordJournalCodec.snapshotTailSize), let tail = try? fd.read(at: size - UInt64(RecordJournalCodec.snapshotTailSize),
@@ -220,11 +238,13 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         let generation = max(s.generation, s.highestSeen) + 1
         // Written as it is encoded: a large store is never held in memory as bytes.
         let temp = try io("open", Self.snapshotTempName) { () throws(Errno) in try Sys.createForAppending(directory, Self.snapshotTempName) }
+        var written: UInt64 = 0
         do throws(KeepSyncError) {
             var failure: Errno?
             RecordJournalCodec.encodeSnapshot(set, generation: generation) { chunk in
                 guard failure == nil else { return }
                 do throws(Errno) { try temp.writeAll(chunk) } catch { failure = error }
+                written += UInt64(chunk.count)
             }
             if let failure { try io("write", Self.snapshotTempName) { () throws(Errno) in throw failure } }
             try io("fsync", Self.snapshotTempName) { () throws(Errno) in try temp.sync() }
@@ -240,6 +260,7 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
         s.generation = generation
         s.highestSeen = generation
         s.snapshotUnusable = false
+        s.snapshotLength = written
         try syncDirectory()
         try createLog(&s)
     }

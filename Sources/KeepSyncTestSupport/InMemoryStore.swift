@@ -31,6 +31,9 @@ public final class InMemoryStore: BookmarkStorageProviding {
         }
     }
 
+    /// Compactions done so far.
+    public var compactions: Int { state.withLock { $0.compactions } }
+
     /// Batches applied so far.
     public var batches: [[RecordChange]] { state.withLock { $0.batches } }
 }

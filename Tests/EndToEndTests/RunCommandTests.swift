@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import KeepSyncLinux
 import Testing
 
 /// `keepsync run` as a child process: status, live mirroring, signals, the lock.
@@ -42,6 +43,39 @@ struct RunCommandTests {
         #expect(converged, "mirror differs from source:\n\(Self.mirrorDifferences(sandbox).joined(separator: "\n"))\n\(agent.stderrText)")
         #expect(try sandbox.strayTemporaryFiles().isEmpty)
         try await Self.stop(agent, sandbox)
+    }
+
+    @Test("a running agent folds its records log into a snapshot once the log passes 1 MiB, and the records stay true")
+    func theRecordsLogIsCompactedWhileRunning() async throws {
+        let sandbox = try Sandbox()
+        // 4,500 records of 200-byte names: about 1.2 MiB of log from the initial pass.
+        let stem = String(repeating: "n", count: 190)
+        for d in 0..<9 {
+            try FS.mkdir(sandbox.source / "d\(d)")
+            for f in 0..<500 { try FS.writeFile(sandbox.source / "d\(d)/\(stem)\(f)", "\(d).\(f)") }
+        }
+        func synced(_ files: Int) -> Bool {
+            let s = Self.status(sandbox)
+            return (s?["files"] as? NSNumber)?.intValue == files && (s?["pending"] as? NSNumber)?.intValue == 0
+        }
+        let agent = try await Self.start(sandbox)
+        try #require(try await Self.eventually(timeout: .seconds(60)) { synced(4_500) }, "status.json: \(Self.statusText(sandbox))")
+        let log = sandbox.state / "records.log", snapshot = sandbox.state / "records.snapshot"
+        let compacted = try await Self.eventually(timeout: .seconds(10)) {
+            guard let s = FS.lstat(snapshot), let l = FS.lstat(log) else { return false }
+            return s.size > 1 << 20 && l.size < s.size
+        }
+        #expect(compacted, "no snapshot while running: log \(FS.lstat(log)?.size ?? 0) bytes, snapshot \(FS.lstat(snapshot)?.size ?? 0)\n\(agent.stderrText)")
+
+        // A change after the compaction is appended to the new log and survives a kill.
+        try FS.writeFile(sandbox.source / "d0/after", "after")
+        try #require(try await Self.eventually(timeout: .seconds(10)) { synced(4_501) }, "status.json: \(Self.statusText(sandbox))")
+        agent.killNow()
+        let records = try JournalBookmarkStore(directory: sandbox.state, readOnly: true).load()
+        #expect(records.records.regularFiles == 4_501, "the store lost records across the compaction")
+        #expect(try CrashTests.recordsTheMirrorDoesNotHold(sandbox).isEmpty)
+        let check = try sandbox.check()
+        #expect(check.status == 0 && check.stdoutText == "0 differences\n", "\(check)")
     }
 
     @Test func sigusr1RepairsAMirrorFileDeletedBehindTheAgentsBack() async throws {

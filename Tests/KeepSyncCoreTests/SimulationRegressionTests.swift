@@ -31,17 +31,23 @@ struct SimulationRegressionTests {
                                timing: SimulationRun.timing, executor: executor)
         }
 
+        /// Runs every held copy, each until the manager has taken its results; the record
+        /// appends they queue wait for `drainRecords`.
+        func runCopies() async {
+            while let work = copies.take(0) {
+                work()
+                // Wait for the results to hop onto the actor (`copiesFinished`).
+                for _ in 0..<1_000_000 {
+                    if await manager.simulationWorkers() == copies.count { break }
+                    await Task.yield()
+                }
+            }
+        }
+
         /// Runs what is due (and, with held copies, every copy) until idle.
         func settle() async {
             for _ in 0..<100 {
-                while let work = copies.take(0) {
-                    work()
-                    // Wait for the results to hop onto the actor (`copiesFinished`).
-                    for _ in 0..<1_000_000 {
-                        if await manager.simulationWorkers() == copies.count { break }
-                        await Task.yield()
-                    }
-                }
+                await runCopies()
                 await manager.drainRecords()
                 if await manager.isIdle { return }
                 if let d = await manager.nextDeadline(), clock.now < d { clock.advance(by: clock.now.duration(to: d)) }

@@ -96,6 +96,8 @@ final class SimulationRun {
     let seed: UInt64
     let settings: SimulationSettings
     var rng: SimulationRandom
+    /// Decides background compactions, apart from `rng`.
+    var compactions: SimulationRandom
     let source = InMemoryTree(device: 1)
     let mirrorTree = InMemoryTree(device: 2)
     let durable = InMemoryStore()
@@ -134,6 +136,7 @@ final class SimulationRun {
         self.verbose = verbose
         self.thread = thread
         rng = SimulationRandom(seed: seed)
+        compactions = SimulationRandom(seed: seed, stream: 5)
         settings = SimulationSettings(&rng, steps: steps)
         power = SimulationPower(seed: seed)
         faults = SimulationFaults(seed: seed)
@@ -211,6 +214,14 @@ final class SimulationRun {
         let c = settings.crashes
         let f = settings.mirrorFaults > 0 || settings.sourceFaults > 0
         let h = settings.heldCopies != nil
+        // Drawn from a stream of its own, so that the seeds found before it keep their plan.
+        if let manager, compactions.chance(0.02) {
+            note("#\(i) the log is long: compact the records in turn with the appends, copies going on")
+            count("backgroundCompactions")
+            await manager.compactRecordsInBackground()
+            await afterManagerCall("background compaction")
+            return
+        }
         switch rng.weighted([45, 22, 20, c ? 3 : 0, c ? 1 : 0, f ? 3 : 0, 1, 1, h ? 14 : 0]) {
         case 8:
             await runHeldCopy()

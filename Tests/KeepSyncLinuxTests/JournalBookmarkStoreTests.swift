@@ -203,6 +203,60 @@ struct JournalBookmarkStoreTests {
 
     // MARK: Compaction
 
+    @Test("snapshotLength is the snapshot file's size after a compaction and after a load, 0 without one")
+    func snapshotLengthIsTheFileSize() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = try Self.store(dir)
+        _ = try store.load()
+        #expect(store.snapshotLength == 0)
+        try store.apply(Self.batches[0])
+        try store.compact(Self.applying([Self.batches[0]]))
+        let size = UInt64(try #require(dir.read("records.snapshot")).count)
+        #expect(size > 0)
+        #expect(store.snapshotLength == size)
+        try store.apply(Self.batches[1])
+        #expect(store.snapshotLength == size, "an append does not change the snapshot")
+        let reopened = try Self.store(dir)
+        _ = try reopened.load()
+        #expect(reopened.snapshotLength == size)
+    }
+
+    @Test("a log longer than both the allowance and the snapshot needs a compaction, which ends the need")
+    func needsCompactionFollowsTheLengths() throws {
+        // Appends batches until the store asks; checks it asks exactly when the log passes `bar`.
+        func appendUntilAsked(_ store: JournalBookmarkStore, _ set: inout RecordSet, bar: UInt64) throws {
+            var n = 0
+            while !store.needsCompaction {
+                #expect(store.logLength <= bar)
+                let batch = Self.batches[n % Self.batches.count]
+                try store.apply(batch)
+                for c in batch { set.apply(c) }
+                n += 1
+            }
+            #expect(store.logLength > bar)
+        }
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        // The allowance is the bar while the snapshot is smaller.
+        let allowance = UInt64(3 * RecordJournalCodec.encodeBatch(Self.batches[0]).count)
+        var set = RecordSet()
+        let store = try JournalBookmarkStore(directory: dir.path, logAllowance: allowance)
+        _ = try store.load()
+        try appendUntilAsked(store, &set, bar: allowance)
+        try store.compact(set)
+        #expect(!store.needsCompaction)
+
+        // Past the allowance, the snapshot's size is the bar.
+        let tight = try JournalBookmarkStore(directory: dir.path, logAllowance: 1)
+        #expect(try tight.load() == set)
+        #expect(tight.snapshotLength > 1)
+        try appendUntilAsked(tight, &set, bar: tight.snapshotLength)
+        try tight.compact(set)
+        #expect(!tight.needsCompaction)
+        #expect(try Self.store(dir).load() == set)
+    }
+
     @Test func compactionThenMoreAppendsReload() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

@@ -1,0 +1,102 @@
+import KeepSyncTestSupport
+import Synchronization
+import Testing
+@testable import KeepSyncCore
+
+/// A long-running agent folds its records log into a fresh snapshot while it keeps
+/// copying: the rewrite takes its turn among the appends, so the store never loses,
+/// reorders or re-applies a change.
+@Suite("Background compaction")
+struct BackgroundCompactionTests {
+    typealias World = SimulationRegressionTests.World
+    static func p(_ text: String) -> RelativePath { RelativePath(text) }
+    static func b(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    /// Changes `name` in the source, and runs its copy; its record waits for its append.
+    static func rewrite(_ w: World, _ name: String, _ text: String) async {
+        w.source.writeFile(p(name), b(text))
+        await w.receive(.closedAfterWrite(p(name)))
+        w.clock.advance(by: .seconds(1))
+        await w.manager.processDue()
+        await w.runCopies()
+    }
+
+    /// The path a change is about (nil for the root's identity).
+    static func path(_ change: RecordChange) -> RelativePath? {
+        switch change {
+        case .put(let record): record.path
+        case .remove(let path): path
+        case .setRoot: nil
+        }
+    }
+
+    /// The store's record for `name`, by its size.
+    static func storedSize(_ w: World, _ name: String) -> UInt64? {
+        (try? w.store.load())?.records[p(name)]?.size
+    }
+
+    @Test("a compaction holds the changes waiting for their append; changes made after it are appended after it")
+    func compactionTakesItsTurn() async throws {
+        let w = World(held: true)
+        w.source.writeFile(Self.p("a.txt"), Self.b("one"))
+        w.source.writeFile(Self.p("b.txt"), Self.b("one"))
+        await w.fullSync()
+        let batchesBefore = w.store.batches.count
+
+        await Self.rewrite(w, "a.txt", "two two")
+        await w.manager.compactRecordsInBackground()
+        await Self.rewrite(w, "b.txt", "three three three")
+        #expect(Self.storedSize(w, "a.txt") == 3, "nothing is written before the queue runs")
+        await w.manager.drainRecords()
+
+        let live = await w.manager.simulationRecords().records
+        #expect(try w.store.load().records == live)
+        #expect(Self.storedSize(w, "a.txt") == 7)
+        #expect(Self.storedSize(w, "b.txt") == 17)
+        let appended = w.store.batches.dropFirst(batchesBefore).flatMap { $0 }
+        #expect(!appended.contains { Self.path($0) == Self.p("a.txt") }, "a change the snapshot holds was appended again")
+        #expect(appended.contains { Self.path($0) == Self.p("b.txt") }, "the later change did not follow the snapshot")
+        #expect(w.mirror.count(.barrier) > 0)
+    }
+
+    @Test("a compaction that fails (syncfs EIO) keeps its changes: they are appended once the disk works, and the error shows meanwhile")
+    func failedCompactionKeepsChanges() async throws {
+        let w = World(held: true)
+        w.source.writeFile(Self.p("a.txt"), Self.b("one"))
+        w.source.writeFile(Self.p("b.txt"), Self.b("one"))
+        await w.fullSync()
+
+        let failing = Mutex(true)
+        w.mirror.failure.withLock {
+            $0 = { op, path in
+                guard op == .barrier, failing.withLock({ $0 }) else { return nil }
+                return KeepSyncError(.io, "syncfs: injected EIO", path: path)
+            }
+        }
+        await Self.rewrite(w, "a.txt", "two two")
+        await w.manager.compactRecordsInBackground()
+        await w.manager.drainRecords()
+        #expect(Self.storedSize(w, "a.txt") == 3, "the store took a record whose data was not durable")
+        #expect(await ManagerHarness.eventually { await w.manager.snapshot().errors[.root]?.contains("cannot write records") == true })
+
+        failing.withLock { $0 = false }
+        await Self.rewrite(w, "b.txt", "three three three")
+        await w.settle()
+        let live = await w.manager.simulationRecords().records
+        #expect(try w.store.load().records == live)
+        #expect(Self.storedSize(w, "a.txt") == 7, "the change the failed compaction held was lost")
+        #expect(await ManagerHarness.eventually { await w.manager.snapshot().errors[.root] == nil })
+    }
+
+    @Test("without a concurrent executor the compaction is done at once")
+    func inlineCompaction() async throws {
+        let w = World()
+        w.source.writeFile(Self.p("a.txt"), Self.b("one"))
+        await w.fullSync()
+        await Self.rewrite(w, "a.txt", "two two")
+        let before = w.store.compactions
+        await w.manager.compactRecordsInBackground()
+        #expect(w.store.compactions == before + 1)
+        #expect(try w.store.load().records == (await w.manager.simulationRecords().records))
+    }
+}
