@@ -5,8 +5,8 @@ import Synchronization
 /// Batches handed over while an append runs go out together in the next one (one
 /// barrier for all of them, however fast copies finish). A batch whose append fails stays
 /// at the head of a backlog and goes out with the next append, so the store never skips
-/// or reorders a change. Deferred (for deterministic tests), the appends wait until
-/// `drain` runs them on its caller.
+/// or reorders a change. A compaction takes its turn among the appends. Deferred (for
+/// deterministic tests), the writes wait until `drain` runs them on its caller.
 final class RecordAppender: Sendable {
     let queue: DispatchQueue?
     let deferred = Mutex<[@Sendable () -> Void]>([])
