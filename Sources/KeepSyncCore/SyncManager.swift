@@ -129,6 +129,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var mirrorFailures = 0
     var lastBlockedAt: C.Instant?
     var directoriesToFix: Set<RelativePath> = []
+    /// Hard-linked files copied whose other names were not looked for yet: the name
+    /// copied last for each (device, inode), and since when the first one waits.
+    var linkedCopies: [InodeKey: RelativePath] = [:]
+    var linkedSince: C.Instant?
     var heldDeletes = 0
     var fullPasses = 0
     var resyncing = false
@@ -277,7 +281,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if fullResyncRequested { return clock.now }
         if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return clock.now }
         var next = pending.values.map(\.deadline).min()
-        for at in [retryAt.values.min(), mirrorProbeAt].compactMap({ $0 }) { next = min(next ?? at, at) }
+        let linked = linkedSince?.advanced(by: timing.maxDelay)
+        for at in [retryAt.values.min(), mirrorProbeAt, linked].compactMap({ $0 }) { next = min(next ?? at, at) }
         if appender.hasBacklog, let at = lastAppendAt {
             let retry = at.advanced(by: recordRetryDelay)
             next = min(next ?? retry, retry)
@@ -295,6 +300,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     public func processDue() {
         let start = clock.now
         if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
+        if let since = linkedSince, since.advanced(by: timing.maxDelay) <= start { queueOtherLinks() }
         let retries = retryAt.filter { $0.value <= start }.keys.sorted()
         for path in retries {
             retryAt[path] = nil
@@ -542,7 +548,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             errors[path] = nil
             clearFailures(within: path)
             if let copied {
-                if copied.source.links > 1 { queueOtherLinks(of: copied) }
+                if copied.source.links > 1 {
+                    linkedCopies[InodeKey(device: copied.source.device, inode: copied.source.inode)] = copied.path
+                    if linkedSince == nil { linkedSince = clock.now }
+                }
                 engine.recordCopy(copied)
                 copiedFiles += 1
                 copiedBytes += copied.installed.size
@@ -569,18 +578,34 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if unflushed >= 256 { flushRecords() }
     }
 
+    /// A source file's identity.
+    struct InodeKey: Hashable {
+        var device: UInt64
+        var inode: UInt64
+    }
+
     /// A hard-linked file written through one name changed under its other names too
-    /// (inotify reports only the name written through): queue those.
-    func queueOtherLinks(of copied: SyncEngine.CopyResult) {
-        for (path, r) in engine.records.records
-        where path != copied.path && r.device == copied.source.device && r.inode == copied.source.inode {
-            enqueue(path, now: clock.now, immediately: false)
+    /// (inotify reports only the name written through): queue those, for every linked
+    /// file copied since the last look, in one walk of the records. Done when the copies
+    /// end, or once the first waited the max delay while they go on: a walk per copy
+    /// made a pass over n hard-linked names O(n²).
+    func queueOtherLinks() {
+        guard !linkedCopies.isEmpty else { return }
+        let copied = linkedCopies
+        linkedCopies.removeAll()
+        linkedSince = nil
+        for (path, r) in engine.records.records {
+            if let last = copied[InodeKey(device: r.device, inode: r.inode)], last != path {
+                enqueue(path, now: clock.now, immediately: false)
+            }
         }
     }
 
-    /// Fixes directory attributes, appends records, wakes idle waiters.
+    /// Once the copies end: queues the other names of linked copies and fixes directory
+    /// attributes. Appends records, wakes idle waiters.
     func finishRound() {
         if inFlight.isEmpty && copyQueue.isEmpty {
+            queueOtherLinks()
             for dir in directoriesToFix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) {
                 do { try engine.fixDirectory(dir) } catch { logger.debug("\(dir.escaped): \(error)") }
             }

@@ -21,6 +21,8 @@ public final class InMemoryTree: FileAccessorProviding {
         public var content: [UInt8]
         /// Link target.
         public var target: [UInt8]
+        /// Names of this inode (`hardLink` adds one; a removal does not lower it).
+        public var links: UInt32 = 1
     }
 
     /// A mirror-side operation, for failure injection and counting.
@@ -95,7 +97,24 @@ public final class InMemoryTree: FileAccessorProviding {
             node.mtime = mtime ?? t
             node.ctime = t
             s.nodes[path] = node
+            if node.links > 1 {
+                // The other names of the inode see the write.
+                for (other, n) in s.nodes where other != path && n.inode == node.inode { s.nodes[other] = node }
+            }
             Self.touchParent(&s, path, t)
+        }
+    }
+
+    /// Gives the regular file at `existing` another name, like link(2).
+    public func hardLink(_ existing: RelativePath, at new: RelativePath) {
+        state.withLock { s in
+            guard var node = s.nodes[existing], node.kind == .regular else { return }
+            let t = Self.advance(&s)
+            node.links += 1
+            node.ctime = t
+            for (path, n) in s.nodes where n.inode == node.inode { s.nodes[path] = node }
+            s.nodes[new] = node
+            Self.touchParent(&s, new, t)
         }
     }
 
@@ -162,8 +181,10 @@ public final class InMemoryTree: FileAccessorProviding {
     }
 
     private func stat(of n: Node) -> FileStat {
-        FileStat(kind: n.kind, mode: n.mode, size: UInt64(n.kind == .symlink ? n.target.count : n.content.count),
-                 mtime: n.mtime, ctime: n.ctime, device: device, inode: n.inode)
+        var st = FileStat(kind: n.kind, mode: n.mode, size: UInt64(n.kind == .symlink ? n.target.count : n.content.count),
+                          mtime: n.mtime, ctime: n.ctime, device: device, inode: n.inode)
+        st.links = n.links
+        return st
     }
 
     private func begin(_ op: Operation, _ path: RelativePath) throws {

@@ -87,6 +87,14 @@ final class HeldCopies: Sendable {
     /// Copies handed over and not yet run.
     var count: Int { works.withLock { $0.count } }
 
+    /// Runs the oldest held copy on the calling thread; false when none is held.
+    @discardableResult
+    func runFirst() -> Bool {
+        guard let work = works.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return false }
+        work()
+        return true
+    }
+
     /// Runs the copies held so far, in order, on the calling thread; returns how many.
     @discardableResult
     func runAll() -> Int {

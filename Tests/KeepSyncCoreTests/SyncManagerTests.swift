@@ -792,6 +792,62 @@ struct SyncManagerTests {
         h.expectMirrorEqualsSource()
     }
 
+    @Test("a file written through one of its hard links is queued under its other names once the copies end, or after the max delay while they go on")
+    func otherLinksQueuedOnceCopiesEnd() async {
+        let copies = HeldCopies()
+        let h = ManagerHarness(executor: copies.executor)
+        let a = Self.p("x/a"), b = Self.p("y/b"), big = Self.p("big")
+        h.source.makeDirectory(Self.p("x"))
+        h.source.makeDirectory(Self.p("y"))
+        h.source.writeFile(a, Self.b("one"))
+        h.source.hardLink(a, at: b)
+        // Copies one path that was written: runs its held copy and waits for its result.
+        func copied(_ count: Int) async -> Bool {
+            await ManagerHarness.eventually { await h.manager.snapshot().copiedFiles == count }
+        }
+        await h.fullSync()
+        copies.runAll()
+        #expect(await copied(2))
+        await h.manager.processDue()
+        #expect(copies.count == 0, "nothing is left to copy after the first pass")
+
+        // Idle: once a's copy ends, b is queued and copied after the settle time.
+        h.source.writeFile(a, Self.b("two, longer"))
+        await h.receive(.closedAfterWrite(a))
+        await h.settleAndProcess()
+        #expect(copies.runAll() == 1)
+        #expect(await copied(3))
+        await h.settleAndProcess()
+        #expect(copies.count == 1, "b, written through a, was not queued")
+        copies.runAll()
+        #expect(await copied(4))
+        #expect(h.mirror.node(b)?.content == Self.b("two, longer"))
+
+        // Busy: while big's copy runs, b waits for the max delay, then goes.
+        h.source.writeFile(a, Self.b("three, longer still"))
+        await h.receive(.closedAfterWrite(a))
+        await h.settleAndProcess()
+        h.source.writeFile(big, Self.b("big"))
+        await h.receive(.closedAfterWrite(big))
+        await h.settleAndProcess()
+        #expect(copies.count == 2)
+        copies.runFirst()
+        #expect(await copied(5))
+        await h.settleAndProcess()
+        #expect(copies.count == 1, "b was looked for before the max delay while big's copy runs")
+        h.clock.advance(by: ManagerHarness.maxDelay)
+        await h.manager.processDue()
+        await h.settleAndProcess()
+        #expect(copies.count == 2, "b was not queued after the max delay")
+        copies.runAll()
+        #expect(await copied(7))
+        // b's copy queues a for a look, which finds nothing to copy.
+        await h.settleAndProcess()
+        #expect(copies.count == 0)
+        #expect(await ManagerHarness.eventually { await h.manager.isIdle })
+        h.expectMirrorEqualsSource()
+    }
+
     // MARK: Excludes
 
     static func skipOptions() throws -> SyncOptions {

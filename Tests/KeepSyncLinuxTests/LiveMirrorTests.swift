@@ -132,6 +132,24 @@ struct LiveMirrorTests {
         }
     }
 
+    @Test("hard-linked pairs, then half written through one name while other files keep copies busy: every other name follows")
+    func manyHardLinkedFilesWrittenWhileBusy() async throws {
+        try await withLiveAgent(prepare: { source in
+            for d in ["x", "y", "busy"] { try LiveFS.makeDirectories(source, d) }
+            for i in 0..<400 {
+                try LiveFS.writeFile(source + Array("/x/\(i)".utf8), Array("one \(i)\n".utf8))
+                try LiveFS.link(source + Array("/x/\(i)".utf8), source + Array("/y/\(i)".utf8))
+            }
+        }) { live in
+            try await live.expectConverges("initial sync of 400 hard-linked pairs")
+            for i in stride(from: 0, to: 400, by: 2) {
+                try LiveFS.writeFile(live.source + Array("/x/\(i)".utf8), Array("two, and longer \(i)\n".utf8))
+                try LiveFS.writeFile(live.source + Array("/busy/\(i)".utf8), Array(repeating: UInt8(i % 251), count: 64 << 10))
+            }
+            try await live.expectConverges("200 written through x/", timeout: .seconds(20))
+        }
+    }
+
     @Test("a seeded random workload run against the live source converges", arguments: [1, 2, 3, 4, 5] as [UInt64])
     func randomWorkloadConverges(seed: UInt64) async throws {
         try await withLiveAgent { live in
