@@ -651,8 +651,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         logger.error(errors[.root]!)
     }
 
-    /// Waits until every record append handed to the queue is done.
-    func drainRecords() async {
+    /// Waits until every record write handed to the queue is done.
+    public func drainRecords() async {
         await appender.drain()
     }
 

@@ -84,9 +84,12 @@ actor Agent {
             if stopRequested { break }
             logger.info("source \(sourceName) is back; resuming with a full resync")
             rootProblem = nil
+            // A write the stopped manager still holds must not land after the next one's.
+            if let manager { await manager.drainRecords() }
             records = try store.load()
         }
         statusTask.cancel()
+        await statusTask.value
         if let manager { try? await manager.compactRecords() }
         if !stopRequested { notifier.stopping() }
         state = "stopped"
@@ -237,7 +240,7 @@ actor Agent {
     /// new snapshot, so that neither the disk nor the next start pays for every change
     /// since the agent started. Until one is written, asked again only after 30 s.
     func compactIfLogIsLong() async {
-        guard let manager, let store, store.needsCompaction else { return }
+        guard let manager, let store, !stopRequested, rootProblem == nil, state != "error", store.needsCompaction else { return }
         let now = ContinuousClock.now
         if let asked = compactionAsked, asked.snapshot == store.snapshotLength, now - asked.at < .seconds(30) { return }
         compactionAsked = (now, store.snapshotLength)
