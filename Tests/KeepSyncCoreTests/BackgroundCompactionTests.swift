@@ -30,6 +30,15 @@ struct BackgroundCompactionTests {
         }
     }
 
+    /// A world with held copies, a.txt and b.txt ("one") in sync.
+    static func syncedWorld() async -> World {
+        let w = World(held: true)
+        w.source.writeFile(p("a.txt"), b("one"))
+        w.source.writeFile(p("b.txt"), b("one"))
+        await w.fullSync()
+        return w
+    }
+
     /// The store's record for `name`, by its size.
     static func storedSize(_ w: World, _ name: String) -> UInt64? {
         (try? w.store.load())?.records[p(name)]?.size
@@ -37,10 +46,7 @@ struct BackgroundCompactionTests {
 
     @Test("a compaction holds the changes waiting for their append; changes made after it are appended after it")
     func compactionTakesItsTurn() async throws {
-        let w = World(held: true)
-        w.source.writeFile(Self.p("a.txt"), Self.b("one"))
-        w.source.writeFile(Self.p("b.txt"), Self.b("one"))
-        await w.fullSync()
+        let w = await Self.syncedWorld()
         let batchesBefore = w.store.batches.count
 
         await Self.rewrite(w, "a.txt", "two two")
@@ -61,10 +67,7 @@ struct BackgroundCompactionTests {
 
     @Test("a compaction that fails (syncfs EIO) keeps its changes: they are appended once the disk works, and the error shows meanwhile")
     func failedCompactionKeepsChanges() async throws {
-        let w = World(held: true)
-        w.source.writeFile(Self.p("a.txt"), Self.b("one"))
-        w.source.writeFile(Self.p("b.txt"), Self.b("one"))
-        await w.fullSync()
+        let w = await Self.syncedWorld()
 
         let failing = Mutex(true)
         w.mirror.failure.withLock {
