@@ -135,6 +135,13 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         return out
     }
 
+    /// The live slots holding records of `kind`, with their inode (no path is built).
+    public func slots(ofKind kind: FileKind) -> [(index: Int, inode: UInt64)] {
+        var out: [(index: Int, inode: UInt64)] = []
+        for i in slots.indices where slots[i].isLive && slots[i].bits & 7 == kind.rawValue { out.append((i, slots[i].inode)) }
+        return out
+    }
+
     /// Every record in a fixed order (by directory path, then name bytes) without holding
     /// them all at once.
     public func forEachInOrder(_ body: (RelativePath, FileRecord) throws -> Void) rethrows {

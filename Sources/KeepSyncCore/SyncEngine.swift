@@ -192,6 +192,52 @@ public final class SyncEngine {
         return scan
     }
 
+    /// Scans `scope` for a pass that is going to be applied. Directories renamed while
+    /// nobody watched (`SyncScan.directoryRenames`) are renamed in the mirror first, with
+    /// their records, and the tree is scanned again: their entries are then compared as
+    /// usual, so a renamed folder copies only what changed inside it. Nested renames take
+    /// another round.
+    public func prepare(_ scope: RelativePath = .root) throws -> SyncScan {
+        var scan = try self.scan(scope)
+        var applied = 0
+        for _ in 0..<4 where !scan.directoryRenames.isEmpty {
+            var done: [Move] = []
+            for pair in scan.directoryRenames.sorted(by: { $0.to.depth < $1.to.depth }) {
+                var move = pair
+                for d in done { if let r = move.from.rebased(from: d.from, to: d.to) { move.from = r } }
+                guard move.from != move.to, !move.to.isWithin(move.from) else { continue }
+                do {
+                    try makeMissingParents(of: move.to)
+                    guard try applyRename(from: move.from, to: move.to) else { continue }
+                    done.append(move)
+                    logger.info("renamed \(move.from.escaped) to \(move.to.escaped)")
+                } catch {
+                    logger.debug("\(move.from.escaped) -> \(move.to.escaped) not renamed (\(error)); comparing its entries")
+                }
+            }
+            guard !done.isEmpty else { break }
+            applied += done.count
+            scan = try self.scan(scope)
+        }
+        scan.appliedRenames = applied
+        return scan
+    }
+
+    /// Creates the mirror directories missing above `path` (their mode and mtime follow
+    /// in the pass).
+    private func makeMissingParents(of path: RelativePath) throws {
+        var missing: [RelativePath] = []
+        var next = path.parent
+        while let d = next, !d.isRoot, try mirror.stat(d) == nil {
+            missing.append(d)
+            next = d.parent
+        }
+        for d in missing.reversed() {
+            guard let s = try source.stat(d), s.kind == .directory else { return }
+            _ = try mirror.makeDirectory(d, mode: s.mode)
+        }
+    }
+
     // MARK: Apply
 
     /// True when the brake holds this scan's deletions.
@@ -216,6 +262,7 @@ public final class SyncEngine {
     /// brake nor held.
     public func apply(_ scan: SyncScan, deferCopies: Bool = false, exempt: Set<RelativePath> = []) -> SyncSummary {
         var summary = SyncSummary()
+        summary.renamed = scan.appliedRenames
         self.deferCopies = deferCopies
         let hold = brakeHolds(scan, exempt: exempt)
         var dirty: Set<RelativePath> = []
@@ -264,6 +311,8 @@ public final class SyncEngine {
                     do {
                         try execute(action, state: state, summary: &summary)
                         if action.changesMirrorEntries { markDirty(path) }
+                        // The directory the file left changed too (maybe after its finish).
+                        if case .renameFrom(let old, _) = action { markDirty(old) }
                     } catch {
                         report(error, path: path, into: &summary)
                         if state.source?.kind == .directory { blocked.append(path) }

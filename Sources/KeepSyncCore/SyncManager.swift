@@ -352,7 +352,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         defer { resyncing = false }
         let options = engine.options
         do {
-            let scan = try engine.scan(.root)
+            let scan = try engine.prepare(.root)
             passPlanned = scan.plannedCopies
             passCopied = (0, 0)
             let summary = engine.apply(scan, deferCopies: true, exempt: exempt)

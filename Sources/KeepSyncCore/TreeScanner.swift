@@ -40,6 +40,11 @@ public struct SyncScan: Sendable {
 
     /// Renames paired by identity (vanished path → new path).
     public var renames = 0
+    /// Directories moved while nobody watched (recorded path → new path), identity
+    /// certain: found by full passes only; `SyncEngine.prepare` applies them first.
+    public var directoryRenames: [Move] = []
+    /// Directory renames `SyncEngine.prepare` applied before this scan.
+    public var appliedRenames = 0
     /// Directories that vanished while the scan walked them (not descended into).
     public var vanished: [RelativePath] = []
     /// Source directories that could not be listed (permission, I/O): not descended
@@ -51,6 +56,20 @@ public struct SyncScan: Sendable {
     public var visitedRecords = BitSet()
     /// Records below the scope for paths the scan found on neither side.
     public var staleRecords: [RelativePath] = []
+}
+
+/// A path moved to another.
+public struct Move: Sendable, Equatable {
+    /// The old path.
+    public var from: RelativePath
+    /// The new path.
+    public var to: RelativePath
+
+    /// A move.
+    public init(from: RelativePath, to: RelativePath) {
+        self.from = from
+        self.to = to
+    }
 }
 
 /// Walks source and mirror side by side and plans every path: the read-only half of a
@@ -94,6 +113,7 @@ public struct TreeScanner {
         defer { prefetcher?.stop() }
         try scanPath(scope, source: sourceStat, mirror: mirrorStat, into: &scan, collect: collectRemovedPaths, prefetcher: prefetcher)
         pairRenames(&scan)
+        if scope.isRoot { try pairDirectoryRenames(&scan) }
         if scan.visitedRecords.count < records.records.count {
             let unread = scan.unreadable.compactMap(\.path)
             let candidates = scope.isRoot ? Array(0..<records.records.slotCapacity) : records.records.slots(within: scope)
@@ -226,6 +246,43 @@ public struct TreeScanner {
             scan.deletions -= removed
             scan.renames += 1
         }
+    }
+
+    /// Finds directories renamed while nobody watched: a new source directory (no record,
+    /// nothing in the mirror) whose device, inode and birth time equal a directory
+    /// record's, whose recorded path no longer holds that directory in the source while
+    /// the mirror still holds the recorded inode there. Size and mtime are no part of a
+    /// directory's identity (they change with its entries).
+    func pairDirectoryRenames(_ scan: inout SyncScan) throws {
+        var fresh: [(path: RelativePath, stat: FileStat)] = []
+        for step in scan.steps {
+            guard case .path(let state, let actions, _) = step, let s = state.source, s.kind == .directory,
+                  s.birthTime != nil, state.record == nil, state.mirror == nil,
+                  actions.last == .makeDirectory(state.path, mode: s.mode) else { continue }
+            fresh.append((state.path, s))
+        }
+        guard !fresh.isEmpty, !records.records.isEmpty else { return }
+        var byInode: [UInt64: [Int]] = [:]
+        for slot in records.records.slots(ofKind: .directory) { byInode[slot.inode, default: []].append(slot.index) }
+        guard !byInode.isEmpty else { return }
+        var claimed = Set<Int>()
+        for candidate in fresh {
+            for slot in byInode[candidate.stat.inode] ?? [] where !claimed.contains(slot) {
+                guard let (old, record) = records.records.entry(atSlot: slot), !old.isRoot, old != candidate.path,
+                      !candidate.path.isWithin(old), record.device == candidate.stat.device,
+                      let birth = record.birthTime, birth == candidate.stat.birthTime,
+                      !options.excludes.excludes(old, isDirectory: true) else { continue }
+                if let now = try source.stat(old), now.kind == .directory, now.inode == record.inode,
+                   now.device == record.device, now.birthTime == birth { continue }
+                guard let m = try mirror.stat(old), m.kind == .directory, m.inode == record.mirrorInode else { continue }
+                claimed.insert(slot)
+                scan.directoryRenames.append(Move(from: old, to: candidate.path))
+                break
+            }
+        }
+        // A folder that moved along with its renamed parent is no rename of its own.
+        let pairs = scan.directoryRenames
+        scan.directoryRenames.removeAll { q in pairs.contains { p in p != q && q.from.rebased(from: p.from, to: p.to) == q.to } }
     }
 
     /// The mirror paths below a directory, sorted.

@@ -196,7 +196,7 @@ public struct CommandRunner: Sendable {
         engine.io = CommandRunner.copyIO
         engine.scanIO = CommandRunner.scanIO
         engine.pipelinesCommits = true
-        let scan = try engine.scan(.root)
+        let scan = try engine.prepare(.root)
         let planned = scan.plannedCopies
         let started = ContinuousClock.now
         if progress.isActive && planned.files > 0 {

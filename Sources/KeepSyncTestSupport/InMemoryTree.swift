@@ -59,12 +59,15 @@ public final class InMemoryTree: FileAccessorProviding {
     private let state = Mutex(State())
     /// Device number reported for every object.
     public let device: UInt64
+    /// Whether `stat` reports a birth time (derived from the inode, which is never reused).
+    public let reportsBirthTime: Bool
     /// Called before each operation; a returned error is thrown instead of doing it.
     public let failure = Mutex<(@Sendable (Operation, RelativePath) -> KeepSyncError?)?>(nil)
 
     /// An empty tree whose root directory exists.
-    public init(device: UInt64 = 1) {
+    public init(device: UInt64 = 1, reportsBirthTime: Bool = true) {
         self.device = device
+        self.reportsBirthTime = reportsBirthTime
         state.withLock { s in
             s.nodes[.root] = Node(kind: .directory, mode: 0o755, mtime: Timespec(seconds: 1, nanoseconds: 0),
                                   ctime: Timespec(seconds: 1, nanoseconds: 0), inode: 2, content: [], target: [])
@@ -184,6 +187,7 @@ public final class InMemoryTree: FileAccessorProviding {
         var st = FileStat(kind: n.kind, mode: n.mode, size: UInt64(n.kind == .symlink ? n.target.count : n.content.count),
                           mtime: n.mtime, ctime: n.ctime, device: device, inode: n.inode)
         st.links = n.links
+        if reportsBirthTime { st.birthTime = Timespec(seconds: 900_000 + Int64(n.inode), nanoseconds: 1) }
         return st
     }
 

@@ -124,6 +124,58 @@ struct IncrementalSyncTests {
                 "a rename whose identity is certain (dev, inode, size, mtime, birth time) must be a rename in the mirror, not a copy")
     }
 
+    /// Renames `docs` to `papers`, `papers/deep` to `papers/deeper`, moves `a.txt` into it
+    /// and changes `papers/deeper/e.txt`; returns the mirror directory's inode before.
+    static func renameFoldersWhileStopped(_ sandbox: Sandbox) throws -> UInt64 {
+        guard try reportsBirthTime(sandbox, sandbox.source / "docs") else {
+            try Test.cancel("the file system under /tmp reports no birth time: a rename cannot be certain")
+        }
+        let before = try #require(FS.lstat(sandbox.mirror / "docs")).inode
+        try FS.rename(sandbox.source / "docs", sandbox.source / "papers")
+        try FS.rename(sandbox.source / "papers/deep", sandbox.source / "papers/deeper")
+        try FS.rename(sandbox.source / "a.txt", sandbox.source / "papers/deeper/a.txt")
+        try FS.overwrite(sandbox.source / "papers/deeper/e.txt", bytes("ECHO!\n"))
+        return before
+    }
+
+    @Test func aFolderRenamedBetweenSyncsIsRenamedInTheMirrorAndOnlyWhatChangedInsideIsCopied() throws {
+        let sandbox = try Sandbox()
+        try Self.prepare(sandbox)
+        // The mirror directory stays open: its inode cannot be reused meanwhile.
+        let held = FS.withCPath(sandbox.mirror / "docs") { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        try #require(held >= 0)
+        defer { close(held) }
+        let inode = try Self.renameFoldersWhileStopped(sandbox)
+
+        let result = try sandbox.sync()
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stderrText.contains("renamed docs to papers"), "\(result)")
+        #expect(result.stderrText.contains("sync done: 1 file copied (6 B), 3 renamed"), "\(result)")
+        #expect(!result.stderrText.contains("created directory") && !result.stderrText.contains("removed"), "\(result)")
+        try sandbox.expectMirrorEqualsSource()
+        #expect(FS.lstat(sandbox.mirror / "papers")?.inode == inode, "the mirror's folder itself was renamed")
+        let check = try sandbox.check()
+        #expect(check.status == 0 && check.stdoutText == "0 differences\n", "one pass leaves nothing for the next: \(check)")
+    }
+
+    @Test func aFolderRenamedWhileTheAgentWasStoppedIsRenamedWhenItStartsAgain() async throws {
+        let sandbox = try Sandbox()
+        try Self.prepare(sandbox)
+        var agent = try await RunCommandTests.start(sandbox)
+        try await RunCommandTests.stop(agent, sandbox)
+        let held = FS.withCPath(sandbox.mirror / "docs") { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        try #require(held >= 0)
+        defer { close(held) }
+        let inode = try Self.renameFoldersWhileStopped(sandbox)
+
+        agent = try await RunCommandTests.start(sandbox)
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after the restart")
+        #expect(FS.lstat(sandbox.mirror / "papers")?.inode == inode, "the mirror's folder itself was renamed\n\(agent.stderrText)")
+        #expect(agent.stderrLines.contains { $0.contains("renamed docs to papers") }, "\(agent.stderrText)")
+        #expect(!agent.stderrLines.contains { $0.contains("removed docs") }, "\(agent.stderrText)")
+        try await RunCommandTests.stop(agent, sandbox)
+    }
+
     @Test func aNewFileThatReusesAVanishedFilesInodeSizeAndMtimeIsCopiedNotRenamed() throws {
         let sandbox = try Sandbox()
         try Self.prepare(sandbox)

@@ -32,13 +32,14 @@ struct SyncEngineTests {
 
     /// Two in-memory trees, a store and the real TreeScanner + SyncEngine over them.
     final class Harness {
-        let source = InMemoryTree(device: 1)
+        let source: InMemoryTree
         let mirror = InMemoryTree(device: 2)
         let store: InMemoryStore
         let log = LogCapture()
         private(set) var engine: SyncEngine
 
-        init(options: SyncOptions = SyncOptions(), records: RecordSet = RecordSet()) {
+        init(options: SyncOptions = SyncOptions(), records: RecordSet = RecordSet(), source: InMemoryTree = InMemoryTree(device: 1)) {
+            self.source = source
             store = InMemoryStore(records)
             engine = SyncEngine(source: source, mirror: mirror, store: store, records: records, options: options,
                                 logger: log.logger)
@@ -49,10 +50,10 @@ struct SyncEngineTests {
             set { engine.options = newValue }
         }
 
-        /// One full pass: scan, then apply.
+        /// One full pass: prepare (directory renames first, then the scan), then apply.
         @discardableResult
         func pass() throws -> SyncSummary {
-            let scan = try engine.scan()
+            let scan = try engine.prepare()
             return engine.apply(scan)
         }
 
