@@ -219,18 +219,17 @@ public struct CommandRunner: Sendable {
         try engine.recordRoot(RootIdentity(device: opened.device, inode: opened.inode))
         if summary != SyncSummary() || records.wasDamaged { try store.compact(engine.records) }
         let held = summary.heldDeletes
-        if held > 0 {
-            logger.warning("held \(held) deletions: more than \(settings.configuration.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; rerun with --allow-mass-delete to apply them")
-        }
         logger.info(describe(summary))
         writeStatus(settings, state: "stopped", records: engine.records, summary: summary, extraErrors: [],
                     kept: (scan.keptFiles, scan.keptBytes))
-        if held > 0 { return .unsafe }
         if !summary.errors.isEmpty {
             logger.error("\(summary.errors.count) item\(summary.errors.count == 1 ? "" : "s") failed")
-            return .failure
         }
-        return .success
+        if held > 0 {
+            // A refusal, like every exit 3: one error line with the reason and the way out.
+            throw KeepSyncError(.unsafe, "held \(held) deletions: more than \(settings.configuration.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; check, then rerun with --allow-mass-delete to apply them")
+        }
+        return summary.errors.isEmpty ? .success : .failure
     }
 
     func describe(_ s: SyncSummary) -> String {
