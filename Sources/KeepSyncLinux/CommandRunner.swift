@@ -87,7 +87,7 @@ public struct CommandRunner: Sendable {
             case .check:
                 return try check(try settings(invocation), foreground: foreground)
             case .status:
-                return try status(try settings(invocation))
+                return try status(invocation)
             case .run:
                 return try runAgent(try settings(invocation), foreground: foreground)
             case .serviceInstall:
@@ -309,17 +309,47 @@ public struct CommandRunner: Sendable {
 
     // MARK: status
 
-    func status(_ settings: Settings) throws -> ExitCode {
-        let path = settings.state + Array("/status.json".utf8)
-        guard let bytes = try? HostPaths.read(path) else {
-            LogSink.write("keepsync: error: no status file at \(HostPaths.display(path)) (has keepsync run or sync been started?)\n")
-            return .failure
+    /// `status`: `--state DIR` alone names a pair (its status file says which); a pair given
+    /// by flags or the configuration file finds its state as the other commands do; with
+    /// neither, every pair under the state home is listed (exit 1 only if there is none).
+    func status(_ invocation: Invocation) throws -> ExitCode {
+        let json = invocation.json
+        if let explicit = invocation.state { return try printStatus(of: HostPaths.resolve(explicit), json: json) }
+        let defaultConfig = xdg("XDG_CONFIG_HOME", fallback: ".config") + Array("/keepsync/keepsync.conf".utf8)
+        if invocation.source != nil || invocation.mirror != nil || invocation.configFile != nil || HostPaths.stat(defaultConfig) != nil {
+            return try printStatus(of: try settings(invocation).state, json: json)
         }
-        if settings.invocation.json {
-            LogSink.writeOut(String(decoding: bytes, as: UTF8.self))
-            return .success
+        let home = xdg("XDG_STATE_HOME", fallback: ".local/state") + Array("/keepsync".utf8)
+        let names = ((try? Sys.readDirectoryPath(home)) ?? []).sorted { $0.lexicographicallyPrecedes($1) }
+        let reports = names.compactMap { try? HostPaths.read(home + [0x2F] + $0 + Array("/status.json".utf8)) }
+        guard !reports.isEmpty else {
+            throw KeepSyncError(.io, "no keepsync state under \(HostPaths.display(home)) (has keepsync run or sync been started? name a pair with --source and --mirror, or --state)")
         }
-        LogSink.writeOut(StatusText.render(json: bytes))
+        if json {
+            let items = reports.map { String(decoding: $0, as: UTF8.self).trimmingSuffixNewlines }
+            LogSink.writeOut("[" + items.joined(separator: ",\n") + "]\n")
+        } else {
+            LogSink.writeOut(reports.map { StatusText.render(json: $0) }.joined(separator: "\n"))
+        }
         return .success
+    }
+
+    /// Prints the status file of one state directory.
+    func printStatus(of state: [UInt8], json: Bool) throws -> ExitCode {
+        let path = state + Array("/status.json".utf8)
+        guard let bytes = try? HostPaths.read(path) else {
+            throw KeepSyncError(.io, "no status file at \(HostPaths.display(path)) (has keepsync run or sync been started?)")
+        }
+        LogSink.writeOut(json ? String(decoding: bytes, as: UTF8.self) : StatusText.render(json: bytes))
+        return .success
+    }
+}
+
+extension String {
+    /// The text without trailing newlines.
+    var trimmingSuffixNewlines: String {
+        var s = Substring(self)
+        while s.last == "\n" { s = s.dropLast() }
+        return String(s)
     }
 }

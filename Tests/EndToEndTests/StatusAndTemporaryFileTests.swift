@@ -43,6 +43,45 @@ struct StatusAndTemporaryFileTests {
         #expect(result.stdoutText.contains(FS.display(sandbox.mirror)), "\(result)")
     }
 
+    @Test func statusWithTheStateDirectoryAloneDescribesItsPair() throws {
+        let sandbox = try Sandbox()
+        try sandbox.syncSmallSource()
+        let human = try sandbox.keepsync("status", "--state", sandbox.state)
+        #expect(human.status == 0, "\(human)")
+        #expect(human.stdoutText.contains("keepsync is stopped"), "\(human)")
+        #expect(human.stdoutText.contains(FS.display(sandbox.source)) && human.stdoutText.contains(FS.display(sandbox.mirror)),
+                "\(human)")
+        let json = try sandbox.keepsync("status", "--state", sandbox.state, "--json")
+        #expect(json.status == 0, "\(json)")
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [String: Any]
+        #expect(object?["mirror"] as? String == String(decoding: sandbox.mirror, as: UTF8.self), "\(json)")
+    }
+
+    @Test func aBareStatusListsEveryPairUnderTheStateHomeAndExits1WhenThereIsNone() throws {
+        let sandbox = try Sandbox()
+        let none = try sandbox.keepsync("status")
+        #expect(none.status == 1, "\(none)")
+        #expect(none.stderrText.hasPrefix("<3>keepsync: error: ") && none.stderrText.contains(".local/state/keepsync"),
+                "names where it looked: \(none)")
+        #expect(!none.stderrText.contains("missing --source"), "\(none)")
+
+        try FS.writeFile(sandbox.source / "a", "a\n")
+        let mirrors = [sandbox.root / "M1", sandbox.root / "M2"]
+        for mirror in mirrors {
+            let r = try sandbox.keepsync("sync", "--source", sandbox.source, "--mirror", mirror)
+            try #require(r.status == 0, "\(r)")
+        }
+        let human = try sandbox.keepsync("status")
+        #expect(human.status == 0, "\(human)")
+        #expect(human.stdoutLines.filter { $0.hasPrefix("keepsync is stopped") }.count == 2, "one block per pair: \(human)")
+        for mirror in mirrors { #expect(human.stdoutText.contains(FS.display(mirror)), "\(human)") }
+        let json = try sandbox.keepsync("status", "--json")
+        #expect(json.status == 0, "\(json)")
+        let list = try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]]
+        #expect(Set((list ?? []).compactMap { $0["mirror"] as? String }) == Set(mirrors.map { String(decoding: $0, as: UTF8.self) }),
+                "a JSON array of both: \(json)")
+    }
+
     static let leftover = ".keepsync-tmp-0123456789abcdef"
 
     @Test(arguments: [false, true])
