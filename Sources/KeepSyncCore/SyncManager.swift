@@ -445,6 +445,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         do {
             let scan = try engine.scan(scope)
             let summary = engine.apply(scan, deferCopies: true, exempt: exempt)
+            noteLinkedChanges(scan)
             let queuedAgain = Set(summary.deferredCopies)
             for key in errors.keys where key.isWithin(scope) && !queuedAgain.contains(key) { errors[key] = nil }
             clearFailures(within: scope, except: summary.deferredCopies)
@@ -576,6 +577,18 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if let parent = path.parent { directoriesToFix.insert(parent) }
         if changedAgain { enqueue(path, now: clock.now, immediately: false) }
         if unflushed >= 256 { flushRecords() }
+    }
+
+    /// A hard-linked file whose mode or mtime changed through one name changed under its
+    /// other names too (IN_ATTRIB comes for the name used only): like a write, it has them
+    /// looked for (a copy's completion does the same for content).
+    func noteLinkedChanges(_ scan: SyncScan) {
+        for step in scan.steps {
+            guard case .path(let state, let actions, _) = step, let s = state.source, s.kind == .regular, s.links > 1,
+                  actions.contains(where: { if case .setAttributes = $0 { return true }; return false }) else { continue }
+            linkedCopies[InodeKey(device: s.device, inode: s.inode)] = state.path
+            if linkedSince == nil { linkedSince = clock.now }
+        }
     }
 
     /// A source file's identity.

@@ -156,13 +156,17 @@ public final class InMemoryTree: FileAccessorProviding {
         }
     }
 
-    /// Replaces a node's metadata in place.
+    /// Replaces a node's metadata in place (chmod, touch): every name of a hard-linked
+    /// inode sees it.
     public func modify(_ path: RelativePath, _ body: (inout Node) -> Void) {
         state.withLock { s in
             guard var n = s.nodes[path] else { return }
             body(&n)
             n.ctime = Self.advance(&s)
             s.nodes[path] = n
+            if n.links > 1 {
+                for (other, o) in s.nodes where other != path && o.inode == n.inode { s.nodes[other] = n }
+            }
         }
     }
 

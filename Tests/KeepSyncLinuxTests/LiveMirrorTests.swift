@@ -132,6 +132,23 @@ struct LiveMirrorTests {
         }
     }
 
+    @Test("a chmod, then a touch, through one name of a hard-linked file reach its other name live")
+    func hardLinkedFileChangedThroughOneName() async throws {
+        try await withLiveAgent(prepare: { source in
+            try LiveFS.makeDirectories(source, "x")
+            try LiveFS.makeDirectories(source, "y")
+            try LiveFS.writeFile(source + Array("/x/a".utf8), Array("one\n".utf8))
+            try LiveFS.chmod(source + Array("/x/a".utf8), 0o640)
+            try LiveFS.link(source + Array("/x/a".utf8), source + Array("/y/b".utf8))
+        }) { live in
+            try await live.expectConverges("initial sync of two hard links")
+            try LiveFS.chmod(live.source + Array("/x/a".utf8), 0o700)
+            try await live.expectConverges("chmod through x/a", timeout: .seconds(5))
+            try LiveFS.setTimes(live.source + Array("/x/a".utf8), seconds: 1_600_000_000, nanoseconds: 123_456_789)
+            try await live.expectConverges("touch through x/a", timeout: .seconds(5))
+        }
+    }
+
     @Test("hard-linked pairs, then half written through one name while other files keep copies busy: every other name follows")
     func manyHardLinkedFilesWrittenWhileBusy() async throws {
         try await withLiveAgent(prepare: { source in
@@ -975,6 +992,12 @@ extension LiveMirrorTests {
                 path += [0x2F] + Array(component.utf8)
                 if lstat(path) == nil { try mkdir(path, mode: 0o755) }
             }
+        }
+
+        /// `touch -d`: sets the mtime (the atime too), never through a link.
+        static func setTimes(_ path: [UInt8], seconds: Int, nanoseconds: Int) throws {
+            var times = [timespec(tv_sec: seconds, tv_nsec: nanoseconds), timespec(tv_sec: seconds, tv_nsec: nanoseconds)]
+            try check(withCPath(path) { utimensat(AT_FDCWD, $0, &times, AT_SYMLINK_NOFOLLOW) }, "utimensat", path)
         }
 
         static func chmod(_ path: [UInt8], _ mode: mode_t) throws {
