@@ -58,6 +58,10 @@ public protocol FileAccessorProviding: FileSystemProviding {
     func publish(_ staged: StagedFile) throws -> FileStat
     /// Removes a staged file's temp file.
     func discard(_ staged: StagedFile)
+    /// Removes a keepsync temp file (`path` names one) unless a copy of this process is
+    /// still writing it; returns whether it was removed. A sweep calls it, so that copies
+    /// in flight need not stop sweeps.
+    func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool
     /// Checks that the mirror takes a small write (a temp file in its root, written and
     /// removed): how a full or read-only mirror is found to be writable again.
     func probe() throws

@@ -13,8 +13,6 @@ public struct SyncOptions: Sendable {
     public var allowMassDelete: Bool
     /// Paths never compared, copied or deleted.
     public var excludes: ExcludeMatcher
-    /// Remove leftover temp files no record claims (off while copies are in flight).
-    public var sweepTemporaryFiles = true
 
     /// Options.
     public init(deleteEnabled: Bool = true, compareContent: Bool = false, maxDeletePercent: Int = 50,
@@ -294,9 +292,11 @@ public final class SyncEngine {
             case .removeTemporary(let path):
                 if isBlocked(path) { continue }
                 do {
-                    try mirror.remove(path)
+                    guard try mirror.removeLeftoverTemporary(path) else { continue }
                     markDirty(path)
                     logger.debug("removed leftover temp file \(path.escaped)")
+                } catch let error as KeepSyncError where error.code == .notFound {
+                    continue
                 } catch { report(error, path: path, into: &summary) }
 
             case .path(let state, let actions, let removedEntries):

@@ -339,7 +339,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// A full pass: scan everything, brake on, apply, copy.
     public func fullResync(exempt: Set<RelativePath> = []) {
-        engine.options.sweepTemporaryFiles = inFlight.isEmpty
         if let problem = rootCheck?(engine.records.records.count - (engine.records.records[.root] == nil ? 0 : 1)) {
             rootLost = problem
             errors[.root] = problem
@@ -439,7 +438,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         // directory infers on its own are, like a full pass's.
         if (try? source.stat(scope))??.kind != .directory { options.allowMassDelete = true }
         let exempt = Set(liveRemovals.filter { $0.isWithin(scope) })
-        options.sweepTemporaryFiles = inFlight.isEmpty
         engine.options = options
         defer { engine.options = saved }
         do {

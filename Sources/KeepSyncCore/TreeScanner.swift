@@ -210,7 +210,7 @@ public struct TreeScanner {
             if cm != nil { scan.mirrorEntries += 1 }
             if cs == nil, TemporaryName.matches(name), records.records[child] == nil {
                 scan.mirrorEntries -= 1
-                if options.sweepTemporaryFiles { scan.steps.append(.removeTemporary(child)) }
+                scan.steps.append(.removeTemporary(child))
                 continue
             }
             try scanPath(child, source: cs, mirror: cm, into: &scan, collect: collect, prefetcher: prefetcher)
@@ -285,7 +285,8 @@ public struct TreeScanner {
         scan.directoryRenames.removeAll { q in pairs.contains { p in p != q && q.from.rebased(from: p.from, to: p.to) == q.to } }
     }
 
-    /// The mirror paths below a directory, sorted.
+    /// The mirror paths below a directory, sorted; keepsync's temp files are not counted
+    /// (they go with the directory, and never count toward the brake).
     private func mirrorSubtree(_ dir: RelativePath) -> [RelativePath] {
         var paths: [RelativePath] = []
         var stack = [dir]
@@ -293,6 +294,7 @@ public struct TreeScanner {
             guard let entries = try? mirror.list(d) else { continue }
             for e in entries {
                 let p = d.appending(e.name)
+                if e.stat.kind == .regular && TemporaryName.matches(e.name) { continue }
                 paths.append(p)
                 if e.stat.kind == .directory { stack.append(p) }
             }

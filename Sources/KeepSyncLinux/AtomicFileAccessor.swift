@@ -16,6 +16,12 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// Cleared once FICLONE said the file system cannot clone: no more attempts.
     let cloneWorks = Atomic<Bool>(true)
 
+    /// Temp files this process is writing, by name, each with the directory it was made
+    /// in while it waits for its rename (nil: the root, or not staged). A sweep leaves
+    /// them alone; a failed rename or a discard unlinks one through its own directory,
+    /// wherever another process moved that directory meanwhile.
+    let temporaries = Mutex<[[UInt8]: FileDescriptor?]>([:])
+
     /// Opens the mirror root, which must exist.
     public init(rootPath: [UInt8], cancellation: CancellationFlag = CancellationFlag()) throws {
         tree = try PosixFileSystem(rootPath: rootPath)
@@ -50,6 +56,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
             defer {
                 temp.close()
                 if !installed { try? Sys.unlink(parent, tempName, directory: false) }
+                temporaries.withLock { _ = $0.removeValue(forKey: tempName) }
             }
             try checkCancelled(path)
             try copyData(from: source, to: temp, path: path)
@@ -69,24 +76,43 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         }
     }
 
-    /// Writes the temp file (data, mode, mtime) without fsync or rename.
+    /// Writes the temp file (data, mode, mtime) without fsync or rename. The directory it
+    /// is made in stays open until `publish` or `discard`.
     public func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile {
-        try tree.withParent(path) { parent, _ in
-            let (temp, tempName) = try createTemporary(in: parent, path: path)
-            var kept = false
-            defer {
-                temp.close()
-                if !kept { try? Sys.unlink(parent, tempName, directory: false) }
-            }
-            try checkCancelled(path)
-            try copyData(from: source, to: temp, path: path)
-            do throws(Errno) {
-                try temp.setMode(source.stat.mode)
-                try temp.setModificationTime(source.stat.mtime)
-            } catch { throw error.error("finish temp file", path: path) }
-            kept = true
-            return StagedFile(path: path, temporaryName: tempName, source: source.stat)
+        let parentPath = path.parent!
+        let parent: FileDescriptor
+        if parentPath.isRoot {
+            parent = tree.root
+        } else {
+            do throws(Errno) { parent = try tree.openDirectory(parentPath) } catch { throw error.error("open parent directory", path: path) }
         }
+        var kept = false
+        defer { if !kept && !parentPath.isRoot { parent.close() } }
+        let (temp, tempName) = try createTemporary(in: parent, path: path)
+        defer {
+            temp.close()
+            if !kept { removeTemporary(tempName, in: parent) }
+        }
+        try checkCancelled(path)
+        try copyData(from: source, to: temp, path: path)
+        do throws(Errno) {
+            try temp.setMode(source.stat.mode)
+            try temp.setModificationTime(source.stat.mtime)
+        } catch { throw error.error("finish temp file", path: path) }
+        kept = true
+        temporaries.withLock { $0[tempName] = parentPath.isRoot ? nil : parent }
+        return StagedFile(path: path, temporaryName: tempName, source: source.stat)
+    }
+
+    /// Takes a staged temp file's directory out of the table (nil: the root).
+    private func takeStagedDirectory(_ name: [UInt8]) -> FileDescriptor? {
+        temporaries.withLock { $0.removeValue(forKey: name) ?? nil }
+    }
+
+    /// Unlinks a temp file of ours through the directory it was made in and forgets it.
+    private func removeTemporary(_ name: [UInt8], in directory: FileDescriptor) {
+        try? Sys.unlink(directory, name, directory: false)
+        temporaries.withLock { _ = $0.removeValue(forKey: name) }
     }
 
     /// `syncfs` of the mirror's file system.
@@ -99,38 +125,58 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         let (fd, name) = try createTemporary(in: tree.root, path: .root)
         defer {
             fd.close()
-            try? Sys.unlink(tree.root, name, directory: false)
+            removeTemporary(name, in: tree.root)
         }
         do throws(Errno) { try fd.writeAll([UInt8](repeating: 0, count: 64 << 10)) } catch { throw error.error("write", path: .root) }
     }
 
-    /// Renames a staged temp file into place.
+    /// Renames a staged temp file into place, in the directory the path names now (the
+    /// rename succeeds only where the temp file is: the directory it was made in). When it
+    /// cannot (that directory moved or was swapped for a link, or the rename failed), the
+    /// temp file is unlinked through the directory it was made in.
     public func publish(_ staged: StagedFile) throws -> FileStat {
-        try tree.withParent(staged.path) { parent, name in
-            do throws(Errno) {
-                try Sys.rename(parent, staged.temporaryName, parent, name)
-                guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
-                return st
-            } catch {
-                try? Sys.unlink(parent, staged.temporaryName, directory: false)
-                throw error.error("renameat", path: staged.path)
+        let made = takeStagedDirectory(staged.temporaryName)
+        defer { made?.close() }
+        do {
+            return try tree.withParent(staged.path) { parent, name in
+                do throws(Errno) {
+                    try Sys.rename(parent, staged.temporaryName, parent, name)
+                    guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
+                    return st
+                } catch { throw error.error("renameat", path: staged.path) }
             }
+        } catch {
+            try? Sys.unlink(made ?? tree.root, staged.temporaryName, directory: false)
+            throw error
         }
     }
 
-    /// Removes a staged temp file.
+    /// Removes a staged temp file, through the directory it was made in.
     public func discard(_ staged: StagedFile) {
-        try? tree.withParent(staged.path) { parent, _ in try? Sys.unlink(parent, staged.temporaryName, directory: false) }
+        let made = takeStagedDirectory(staged.temporaryName)
+        defer { made?.close() }
+        try? Sys.unlink(made ?? tree.root, staged.temporaryName, directory: false)
+    }
+
+    /// Removes a temp file no copy of this process is writing (a killed process's, or one
+    /// a lost race left); false when one is.
+    public func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool {
+        if temporaries.withLock({ $0.keys.contains(path.name) }) { return false }
+        try remove(path)
+        return true
     }
 
     /// Creates `.keepsync-tmp-<16 hex>` with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600.
+    /// The name is in `temporaries` (without a directory) from before it exists.
     func createTemporary(in parent: FileDescriptor, path: RelativePath) throws -> (FileDescriptor, [UInt8]) {
         while true {
             let name = AtomicFileAccessor.temporaryPrefix + Sys.randomHex16()
+            temporaries.withLock { $0[name] = .some(nil) }
             do throws(Errno) {
                 let fd = try Sys.open(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
                 return (fd, name)
             } catch {
+                temporaries.withLock { _ = $0.removeValue(forKey: name) }
                 if error == .fileExists { continue }
                 throw error.error("create temp file", path: path)
             }

@@ -57,6 +57,7 @@ public struct CommandRunner: Sendable {
         // Copy and scan threads would each get a malloc arena of their own: two are plenty
         // for what they allocate, and keep the resident set small.
         _ = ks_mallopt_arena_max(2)
+        Sys.raiseOpenFileLimit()
         let code = CommandRunner(arguments: processArguments(), environment: processEnvironment()).run()
         exit(code.rawValue)
     }

@@ -54,6 +54,8 @@ public final class InMemoryTree: FileAccessorProviding {
         var nextInode: UInt64 = 100
         var tick: Int64 = 1_000
         var counts: [Operation: Int] = [:]
+        /// Staged temp files waiting for `publish` or `discard`.
+        var staged: Set<RelativePath> = []
     }
 
     private let state = Mutex(State())
@@ -288,6 +290,7 @@ public final class InMemoryTree: FileAccessorProviding {
             let t = Self.advance(&s)
             s.nodes[temp] = Node(kind: .regular, mode: source.stat.mode, mtime: source.stat.mtime, ctime: t,
                                  inode: Self.newInode(&s), content: content, target: [])
+            s.staged.insert(temp)
         }
         return StagedFile(path: path, temporaryName: Array(padded), source: source.stat)
     }
@@ -306,6 +309,7 @@ public final class InMemoryTree: FileAccessorProviding {
     public func publish(_ staged: StagedFile) throws -> FileStat {
         let temp = staged.path.parent!.appending(staged.temporaryName)
         return try state.withLock { s in
+            s.staged.remove(temp)
             guard let node = s.nodes[temp] else { throw KeepSyncError(.notFound, "renameat: no temp file", path: staged.path) }
             if let existing = s.nodes[staged.path], existing.kind == .directory {
                 s.nodes[temp] = nil
@@ -321,7 +325,22 @@ public final class InMemoryTree: FileAccessorProviding {
     /// Drops a staged temp file.
     public func discard(_ staged: StagedFile) {
         let temp = staged.path.parent!.appending(staged.temporaryName)
-        state.withLock { s in s.nodes[temp] = nil }
+        state.withLock { s in
+            s.nodes[temp] = nil
+            s.staged.remove(temp)
+        }
+    }
+
+    /// The process that staged copies died: their temp files are leftovers now.
+    public func abandonStaging() {
+        state.withLock { $0.staged.removeAll() }
+    }
+
+    /// Removes a temp file unless it is staged and waiting for its rename.
+    public func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool {
+        if state.withLock({ $0.staged.contains(path) }) { return false }
+        try remove(path)
+        return true
     }
 
     /// Creates a directory.

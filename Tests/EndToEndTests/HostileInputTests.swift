@@ -204,6 +204,83 @@ struct HostileInputTests {
         try await RunCommandTests.stop(agent, sandbox)
     }
 
+    /// The race of issue 13: another process keeps swapping the mirror's `sub` for a link
+    /// and back while the source changes under it. A running agent leaves no temp file
+    /// anywhere (a copy whose directory moved unlinks its temp file through that directory),
+    /// and a SIGUSR1 afterwards converges within 15 s under the default brake.
+    @Test(arguments: [1, 2, 3, 4, 5, 6] as [UInt64])
+    func aMirrorDirectorySwappedForALinkAndBackLeavesNoTempFileAndAResyncConverges(seed: UInt64) async throws {
+        let sandbox = try Sandbox()
+        try FS.mkdir(sandbox.source / "sub")
+        for i in 0..<20 { try FS.writeFile(sandbox.source / "sub/f\(i)", "file \(i)\n") }
+        for i in 0..<40 { try FS.writeFile(sandbox.source / "top\(i)", "top \(i)\n") }
+        let canary = sandbox.root / "canary"
+        try FS.mkdir(canary)
+        let agent = try await RunCommandTests.start(sandbox)
+        defer { agent.killNow() }
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "initial sync")
+
+        let stop = Mutex(false), swaps = Mutex(0), stranded = Mutex(0)
+        let mirrorRoot = sandbox.mirror
+        let mirrorSub = mirrorRoot / "sub"
+        let attacker = Thread {
+            var rng = CrashTests.Rng(seed: 0xA77 &+ seed)
+            var n = 0
+            while !stop.withLock({ $0 }) {
+                n += 1
+                let aside = mirrorRoot / "sub-aside-\(n)"
+                guard (try? FS.rename(mirrorSub, aside)) != nil else { usleep(200); continue }
+                if (try? FS.symlink(target: canary, at: mirrorSub)) != nil {
+                    swaps.withLock { $0 += 1 }
+                    usleep(UInt32(rng.next() % 3000))
+                    try? FS.unlink(mirrorSub)
+                }
+                // keepsync may have made `sub` again meanwhile: that one goes, the old one comes
+                // back (as often as it takes: nothing real is left aside).
+                var tries = 0
+                while (try? FS.rename(aside, mirrorSub)) == nil, FS.exists(aside) {
+                    tries += 1
+                    if FS.lstat(mirrorSub)?.kind == .symlink { try? FS.unlink(mirrorSub) } else { try? FS.removeTree(mirrorSub) }
+                }
+                if tries > 0 { stranded.withLock { $0 += 1 } }
+                usleep(UInt32(rng.next() % 2000))
+            }
+        }
+        attacker.start()
+        for round in 0..<200 {
+            try FS.writeFile(sandbox.source / "sub/new-\(round)", "new \(round)\n")
+            try FS.writeFile(sandbox.source / "sub/f\(round % 20)", "rewritten in round \(round)\n")
+            usleep(1500)
+        }
+        stop.withLock { $0 = true }
+        while !attacker.isFinished { usleep(1000) }
+        if FS.lstat(mirrorSub)?.kind == .symlink { try FS.unlink(mirrorSub) }
+        #expect(swaps.withLock { $0 } > 10, "the race ran: \(swaps.withLock { $0 }) swaps")
+
+        // Quiet: once nothing is pending, no copy is in flight and none may have left a temp
+        // file (status.json is written at most once a second: its pending count may lag).
+        var temps: [String] = []
+        let quiet = try await RunCommandTests.eventually(timeout: .seconds(10)) {
+            temps = []
+            try CrashTests.walk(sandbox.mirror) { path, name, info in
+                if TemporaryName.matches(name) { temps.append(FS.display(path)) }
+            }
+            return temps.isEmpty && (RunCommandTests.status(sandbox)?["pending"] as? NSNumber)?.intValue == 0
+        }
+        #expect(quiet, "seed \(seed): a running agent left \(temps.count) temp files: \(temps.prefix(5)); \(RunCommandTests.statusText(sandbox))")
+        let passes = agent.stderrLines.filter { $0.contains("full resync") }
+        #expect(passes.isEmpty, "no full pass may have swept them: \(passes)")
+        #expect(try FS.list(canary).isEmpty, "keepsync wrote through the link")
+
+        agent.send(SIGUSR1)
+        let converged = try await RunCommandTests.eventually(timeout: .seconds(15)) {
+            RunCommandTests.mirrorDifferences(sandbox).isEmpty
+        }
+        #expect(converged, "seed \(seed): no convergence 15 s after SIGUSR1 (\(stranded.withLock { $0 }) times sub was made again while aside):\n\(RunCommandTests.mirrorDifferences(sandbox).prefix(10).joined(separator: "\n"))\n\(RunCommandTests.statusText(sandbox))")
+        print("HostileInputTests: seed \(seed): \(swaps.withLock { $0 }) swaps, sub made again \(stranded.withLock { $0 }) times while aside, \(temps.count) temp files left")
+        try await RunCommandTests.stop(agent, sandbox)
+    }
+
     @Test func aSourceFileOrDirectorySwappedForALinkToASecretNeverPutsTheSecretsBytesInTheMirror() async throws {
         let sandbox = try Sandbox()
         let marker = bytes("TOP-SECRET-\(UInt64.random(in: 0...UInt64.max))")

@@ -386,6 +386,7 @@ final class SimulationRun {
         manager = nil
         queue.removeAll()
         copies.discardAll()
+        mirrorTree.abandonStaging()
         power.revive()
         if rng.chance(0.1) {
             let lost = store.tearTail(rng.int(1...3))

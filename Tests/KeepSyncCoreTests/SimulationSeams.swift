@@ -306,6 +306,11 @@ final class SimulationMirror: FileAccessorProviding {
         try tree.remove(path)
     }
 
+    func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool {
+        try gate("removeLeftoverTemporary", path)
+        return try tree.removeLeftoverTemporary(path)
+    }
+
     func rename(_ from: RelativePath, to: RelativePath) throws {
         try gate("rename", from)
         log?.append("  mirror   → \(to.escaped)")

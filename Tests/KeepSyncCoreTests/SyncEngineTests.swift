@@ -546,6 +546,40 @@ struct SyncEngineTests {
         try h.expectRecordsFollowMirror()
     }
 
+    @Test("temp files never count toward the brake, also inside an extra directory being removed")
+    func tempFilesAreNoDeletions() throws {
+        let h = Harness()
+        for i in 0..<20 { h.source.writeFile(Self.name(i), [1]) }
+        try #require(try h.pass().errors == [])
+        h.mirror.makeDirectory(Self.p("swapped-away"), mode: 0o755, mtime: nil)
+        h.mirror.writeFile(Self.p("swapped-away/real"), [2])
+        for i in 0..<60 {
+            let hex = String(String(i, radix: 16).reversed()).padding(toLength: 16, withPad: "0", startingAt: 0)
+            h.mirror.writeFile(Self.p("swapped-away/.keepsync-tmp-\(hex)"), [0])
+            h.mirror.writeFile(Self.p(".keepsync-tmp-\(hex)"), [0])
+        }
+        let scan = try h.engine.scan()
+        #expect(scan.deletions == 2, "the directory and its one real file")
+        let summary = h.engine.apply(scan)
+        #expect(summary.heldDeletes == 0 && summary.errors == [], "\(summary)")
+        Self.assertTreesEqual(h.source, h.mirror)
+    }
+
+    @Test("a staged temp file waiting for its rename is not swept; once discarded it is gone")
+    func stagedTempFileIsNotSwept() throws {
+        let h = Harness()
+        h.source.writeFile(Self.p("a"), [1, 2, 3])
+        let file = try h.source.open(Self.p("a"))
+        let staged = try h.mirror.stage(Self.p("a"), from: file)
+        let temp = RelativePath.root.appending(staged.temporaryName)
+        try #require(h.mirror.node(temp) != nil)
+        let summary = try h.pass()
+        #expect(summary.errors == [])
+        #expect(h.mirror.node(temp) != nil, "a copy in flight lost its temp file to a sweep")
+        h.mirror.discard(staged)
+        #expect(h.mirror.node(temp) == nil)
+    }
+
     @Test("a source file with a temp-file name is mirrored like any other")
     func sourceFileWithTempName() throws {
         let h = Harness()

@@ -173,3 +173,18 @@ extension Sys {
         return try readDirectory(fd)
     }
 }
+
+extension Sys {
+    /// Raises the soft limit on open descriptors to the hard limit (at most 65,536): staged
+    /// copies keep their directories open until their rename, two groups of 256 at once.
+    static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return }
+        let wanted = min(limit.rlim_max, 65_536)
+        guard limit.rlim_cur < wanted else { return }
+        limit.rlim_cur = wanted
+        _ = setrlimit(RLIMIT_NOFILE_VALUE, &limit)
+    }
+
+    private static var RLIMIT_NOFILE_VALUE: __rlimit_resource_t { __rlimit_resource_t(RLIMIT_NOFILE.rawValue) }
+}
