@@ -746,6 +746,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         for await event in events { await receive(event) }
     }
 
+    /// True once `stop` was called or a full pass found the root lost (`run` returns).
+    public var hasStopped: Bool { stopping }
+
     /// Makes `run` return after the copies in flight end.
     public func stop() {
         stopping = true

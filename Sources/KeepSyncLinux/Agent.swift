@@ -18,7 +18,9 @@ actor Agent {
     var lastNotifiedStatus = ""
     let cancellation = CancellationFlag()
     var manager: SyncManager<ContinuousClock>?
+    /// The current watcher (a reload replaces it) and the task feeding its events.
     var watcher: (any WatcherProviding)?
+    var consumer: Task<Void, Never>?
     var stopRequested = false
     var state = "starting"
     var lastFullSync: String?
@@ -129,12 +131,13 @@ actor Agent {
             warmer.stop()
             throw error
         }
-        let consumer = Task { await manager.consume(events) }
+        consumer = Task { await manager.consume(events) }
         state = "syncing"
         await manager.requestFullResync()
         await manager.run()
-        watcher.stop()
-        consumer.cancel()
+        // The current watcher: a reload may have replaced the one started here.
+        self.watcher?.stop()
+        consumer?.cancel()
         rootProblem = await manager.rootLost
     }
 
@@ -180,10 +183,12 @@ actor Agent {
     }
 
     func reloadConfiguration() async {
-        // Before the first READY=1 systemd is still starting us: no reload to announce.
+        guard !stopRequested else { return }
+        // Before the first READY=1 systemd is still starting us: no reload to announce. A
+        // SIGTERM that lands meanwhile wins: no READY=1 after STOPPING=1, no new watcher.
         let announce = readySent
         if announce { notifier.reloading() }
-        defer { if announce { notifier.ready() } }
+        defer { if announce && !stopRequested { notifier.ready() } }
         let fresh: CommandRunner.Settings
         do { fresh = try reload() } catch {
             logger.error("configuration not reloaded, keeping the old one: \((error as? KeepSyncError)?.description ?? "\(error)")")
@@ -199,13 +204,15 @@ actor Agent {
         settings = next
         guard let manager else { return }
         await manager.reconfigure(timing: timing, options: settings.options)
+        // Stopping, or the root was lost meanwhile (its generation has ended): no watcher.
+        guard manager === self.manager, await !manager.hasStopped, !stopRequested, rootProblem == nil else { return }
         // A new watcher with the new excludes; the full resync covers the switch-over.
         let old = watcher
         let watcher = makeWatcher(settings.source, logger)
         do {
             let events = try watcher.start(excluding: settings.excludes)
             self.watcher = watcher
-            Task { await manager.consume(events) }
+            consumer = Task { await manager.consume(events) }
             old?.stop()
         } catch {
             logger.error("cannot restart watching: \(error)")

@@ -192,6 +192,37 @@ struct RunCommandTests {
         try await Self.stop(again, sandbox)
     }
 
+    /// inotify instances the process holds (its `anon_inode:inotify` descriptors).
+    static func inotifyInstances(_ pid: pid_t) -> Int {
+        let dir = Array("/proc/\(pid)/fd".utf8)
+        return ((try? FS.list(dir)) ?? []).filter { name in
+            (try? FS.readlink(dir / name)) == Array("anon_inode:inotify".utf8)
+        }.count
+    }
+
+    @Test func afterAReloadALostAndRecoveredSourceRootLeavesOneWatcher() async throws {
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await Self.start(sandbox)
+        #expect(Self.inotifyInstances(agent.pid) == 1)
+        agent.send(SIGHUP)
+        let reloaded = try await Self.eventually(timeout: .seconds(10)) {
+            agent.stderrLines.contains { $0.contains("SIGHUP") } && (Self.status(sandbox)?["state"] as? String) == "watching"
+        }
+        try #require(reloaded, "\(agent.stderrText)")
+        let aside = sandbox.root / "S.unmounted"
+        try FS.rename(sandbox.source, aside)
+        let paused = try await Self.eventually(timeout: .seconds(10)) { Self.statusText(sandbox).contains("is missing") }
+        #expect(paused, "the lost root is not reported: \(Self.statusText(sandbox))\n\(agent.stderrText)")
+        let quiet = try await Self.eventually(timeout: .seconds(5)) { Self.inotifyInstances(agent.pid) == 0 }
+        #expect(quiet, "the paused agent still watches with \(Self.inotifyInstances(agent.pid)) inotify instances")
+        try FS.rename(aside, sandbox.source)
+        try FS.writeFile(sandbox.source / "after.txt", "after the pause\n")
+        try await Self.expectMirrorConverges(sandbox, agent, "after the root came back")
+        #expect(Self.inotifyInstances(agent.pid) == 1, "watchers left running: \(Self.inotifyInstances(agent.pid))")
+        try await Self.stop(agent, sandbox)
+    }
+
     @Test func aSecondRunOnTheSameStateExits3NamingTheFirstPID() async throws {
         let sandbox = try Sandbox()
         try sandbox.buildSmallSource()

@@ -205,6 +205,33 @@ struct SdNotifyTests {
         Self.expectWellFormed(socket, from: agent)
     }
 
+    /// A SIGTERM that lands while a SIGHUP is being handled wins: STOPPING=1 is the last
+    /// lifecycle message (no READY=1 after it) and the agent exits 0. Both signals are
+    /// queued while the agent is stopped, so they are handled back to back; ten rounds.
+    @Test func aSigtermDuringAReloadIsNeverFollowedByReady() async throws {
+        var orders: [String: Int] = [:]
+        for round in 0..<10 {
+            let sandbox = try Sandbox()
+            try sandbox.buildSmallSource()
+            let socket = try NotifySocket(.path, directory: sandbox.root)
+            let agent = try sandbox.spawnRun(environment: ["NOTIFY_SOCKET": socket.address])
+            let ready = await socket.waitFor(.seconds(30)) { $0.has("READY") }
+            try #require(ready != nil, "no READY=1\n\(socket.transcript)\n\(agent.diagnostics)")
+            agent.send(SIGSTOP)
+            agent.send(SIGHUP)
+            if round % 2 == 1 { usleep(UInt32(round) * 200) }
+            agent.send(SIGTERM)
+            agent.send(SIGCONT)
+            let status = await agent.waitForExit(timeout: .seconds(10))
+            #expect(status == 0, "round \(round): exit \(status.map(String.init) ?? "none")\n\(agent.diagnostics)")
+            let lifecycle = Self.lifecycle(socket.messages)
+            orders[lifecycle.joined(separator: " "), default: 0] += 1
+            #expect(lifecycle.last == "STOPPING=1" && lifecycle.filter { $0 == "STOPPING=1" }.count == 1,
+                    "round \(round): \(lifecycle)\n\(socket.transcript)")
+        }
+        print("SdNotifyTests: SIGHUP+SIGTERM lifecycles: \(orders)")
+    }
+
     /// READY=1 means "the initial sync is done" even when a SIGHUP (a `kill -HUP`, a
     /// reload) lands while that sync is still running.
     @Test func aSighupDuringTheInitialSyncDoesNotAnnounceReadyBeforeTheSyncIsDone() async throws {
