@@ -34,6 +34,10 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
     private var deletedBuckets = 0
     private var directories: [RelativePath] = []
     private var directoryIndex: [RelativePath: UInt32] = [:]
+    /// Live records per interned directory; one that reaches 0 is dropped and its number
+    /// reused, so the table does not grow with every directory ever seen.
+    private var directoryRecords: [UInt32] = []
+    private var freeDirectories: [UInt32] = []
     private var devices: [UInt64] = []
     /// Live records.
     public private(set) var count = 0
@@ -127,7 +131,7 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         var out: [Int] = []
         if let own = slotIndex(of: scope) { out.append(own) }
         var inside = BitSet()
-        for (i, d) in directories.enumerated() where d.isWithin(scope) { inside.insert(i) }
+        for (i, d) in directories.enumerated() where directoryRecords[i] > 0 && d.isWithin(scope) { inside.insert(i) }
         guard inside.count > 0 else { return out }
         for i in slots.indices where slots[i].isLive && slots[i].directory != UInt32.max && inside.contains(Int(slots[i].directory)) {
             out.append(i)
@@ -231,7 +235,8 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         let link = r.linkTarget ?? []
         precondition(name.count <= Int(UInt16.max) && link.count <= Int(UInt16.max), "name or link target too long for a record")
         var s = Slot()
-        if let parent = path.parent { s.directory = intern(parent) } else { s.directory = UInt32.max }
+        let existing = locate(path)
+        if let parent = path.parent { s.directory = intern(parent, adding: existing == nil) } else { s.directory = UInt32.max }
         s.nameOffset = UInt32(arena.count)
         s.nameLength = UInt16(name.count)
         s.linkLength = UInt16(link.count)
@@ -249,7 +254,7 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
             s.birth = b.seconds << 30 | b.nanoseconds
             s.bits |= Slot.hasBirth
         }
-        if let (_, existing) = locate(path) {
+        if let (_, existing) = existing {
             unaccount(Int(existing))
             let old = slots[Int(existing)]
             garbage += Int(old.nameLength) + Int(old.linkLength)
@@ -287,6 +292,15 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
 
     private mutating func release(_ i: Int) {
         unaccount(i)
+        let d = slots[i].directory
+        if d != UInt32.max {
+            directoryRecords[Int(d)] -= 1
+            if directoryRecords[Int(d)] == 0 {
+                directoryIndex[directories[Int(d)]] = nil
+                directories[Int(d)] = .root
+                freeDirectories.append(d)
+            }
+        }
         garbage += Int(slots[i].nameLength) + Int(slots[i].linkLength)
         slots[i] = Slot()
         free.append(UInt32(i))
@@ -306,13 +320,30 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         garbage = 0
     }
 
-    private mutating func intern(_ directory: RelativePath) -> UInt32 {
-        if let i = directoryIndex[directory] { return i }
-        let i = UInt32(directories.count)
-        directories.append(directory)
-        directoryIndex[directory] = i
+    /// The number of `directory`, interned if new; `adding` counts one more record in it.
+    private mutating func intern(_ directory: RelativePath, adding: Bool) -> UInt32 {
+        let i: UInt32
+        if let known = directoryIndex[directory] {
+            i = known
+        } else if let reused = freeDirectories.popLast() {
+            i = reused
+            directories[Int(i)] = directory
+            directoryIndex[directory] = i
+        } else {
+            i = UInt32(directories.count)
+            directories.append(directory)
+            directoryRecords.append(0)
+            directoryIndex[directory] = i
+        }
+        if adding { directoryRecords[Int(i)] += 1 }
         return i
     }
+
+    /// Directories interned now (each holds at least one record).
+    var internedDirectories: Int { directoryIndex.count }
+
+    /// Index buckets in use: one per live record when the index is sound.
+    var occupiedBuckets: Int { index.reduce(0) { $1 >= 0 ? $0 + 1 : $0 } }
 
     private mutating func deviceIndex(_ device: UInt64) -> UInt16 {
         if let i = devices.firstIndex(of: device) { return UInt16(i) }
@@ -371,7 +402,10 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
     }
 
     private mutating func addToIndex(_ slot: Int32) {
-        if (count + deletedBuckets) * 10 >= index.count * 7 { rebuildIndex(capacity: Swift.max(16, (count * 2).nextPowerOfTwo)) }
+        if (count + deletedBuckets) * 10 >= index.count * 7 {
+            // The rebuild indexes every live slot, this new one included.
+            return rebuildIndex(capacity: Swift.max(16, (count * 2).nextPowerOfTwo))
+        }
         let mask = index.count - 1
         var b = hash(ofSlot: Int(slot)) & mask
         while index[b] >= 0 { b = (b + 1) & mask }

@@ -22,6 +22,41 @@ struct RecordTableTests {
         #expect(t[RelativePath("a/missing/deeper")] == nil)
     }
 
+    @Test("the index holds one bucket per live record, across the growths that rebuild it")
+    func oneBucketPerRecord() {
+        var t = RecordTable()
+        for i in 0..<3_000 {
+            let r = Self.record("d\(i % 11)/f\(i)", inode: UInt64(i))
+            t[r.path] = r
+            #expect(t.occupiedBuckets == t.count, "after \(i + 1) inserts")
+            if t.occupiedBuckets != t.count { return }
+        }
+        for i in stride(from: 0, to: 3_000, by: 2) { t[RelativePath("d\(i % 11)/f\(i)")] = nil }
+        #expect(t.occupiedBuckets == t.count)
+    }
+
+    @Test("a directory whose last record goes is dropped from the interned directories, and its number reused")
+    func directoriesAreDropped() {
+        var t = RecordTable()
+        for round in 0..<3 {
+            for d in 0..<100 {
+                for f in 0..<10 { t[RelativePath("r\(round)/d\(d)/f\(f)")] = Self.record("r\(round)/d\(d)/f\(f)", inode: UInt64(f)) }
+            }
+            #expect(t.internedDirectories == 100)
+            #expect(t.paths(within: RelativePath("r\(round)/d7")).count == 10)
+            for d in 0..<100 {
+                for f in 0..<10 { t[RelativePath("r\(round)/d\(d)/f\(f)")] = nil }
+            }
+            #expect(t.internedDirectories == 0, "round \(round)")
+            #expect(t.isEmpty && t.paths(within: RelativePath("r\(round)")).isEmpty)
+        }
+        t[RelativePath("x/y")] = Self.record("x/y")
+        #expect(t[RelativePath("x/y")] == Self.record("x/y"))
+        var visited: [RelativePath] = []
+        t.forEachInOrder { path, _ in visited.append(path) }
+        #expect(visited == [RelativePath("x/y")])
+    }
+
     @Test("replacing and removing keep the count, the regular-file totals and the lookups right, over many records")
     func replaceAndRemove() {
         var t = RecordTable()
