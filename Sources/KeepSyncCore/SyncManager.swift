@@ -672,6 +672,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if executor.isInline { return try engine.compact() }
         flushRecords()
         await appender.drain()
+        // Records follow the mirror: a change whose append failed is not durable yet.
+        try mirror.barrier()
         try engine.store.compact(engine.records)
         appender.clearBacklog()
     }

@@ -91,6 +91,27 @@ struct BackgroundCompactionTests {
         #expect(await ManagerHarness.eventually { await w.manager.snapshot().errors[.root] == nil })
     }
 
+    @Test("the compaction at stop makes the mirror durable first: while syncfs fails it writes nothing")
+    func compactionAtStopWaitsForTheBarrier() async throws {
+        let w = await Self.syncedWorld()
+        let failing = Mutex(true)
+        w.mirror.failure.withLock {
+            $0 = { op, path in
+                guard op == .barrier, failing.withLock({ $0 }) else { return nil }
+                return KeepSyncError(.io, "syncfs: injected EIO", path: path)
+            }
+        }
+        await Self.rewrite(w, "a.txt", "two two")
+        await w.manager.drainRecords()
+        let compactions = w.store.compactions
+        await #expect(throws: KeepSyncError.self) { try await w.manager.compactRecords() }
+        #expect(Self.storedSize(w, "a.txt") == 3, "the compaction claimed a copy no barrier made durable")
+        #expect(w.store.compactions == compactions)
+        failing.withLock { $0 = false }
+        try await w.manager.compactRecords()
+        #expect(Self.storedSize(w, "a.txt") == 7)
+    }
+
     @Test("without a concurrent executor the compaction is done at once")
     func inlineCompaction() async throws {
         let w = World()
