@@ -10,9 +10,10 @@ import Synchronization
 final class RecordAppender: Sendable {
     let queue: DispatchQueue?
     let deferred = Mutex<[@Sendable () -> Void]>([])
-    /// Changes whose append failed, oldest first, and how many appends failed in a row.
+    /// Changes whose append failed, oldest first (they stay here until an append that
+    /// holds them succeeds), how many appends failed in a row, and the last failure.
     /// Touched by the queue's work items and read by the manager.
-    let state = Mutex<(backlog: [RecordChange], failures: Int)>(([], 0))
+    let state = Mutex<(backlog: [RecordChange], failures: Int, lastError: String?)>(([], 0, nil))
     /// Changes handed over and not taken by an append yet; a compaction asked for, with
     /// the changes its set holds that were not appended; whether a write is queued.
     let waiting = Mutex<(changes: [RecordChange], compaction: (set: RecordSet, covered: [RecordChange])?, scheduled: Bool)>(([], nil, false))
@@ -31,6 +32,10 @@ final class RecordAppender: Sendable {
 
     /// Appends that failed in a row (0 after a success).
     var failures: Int { state.withLock { $0.failures } }
+
+    /// Why the last append or compaction failed, while no later one has succeeded (an
+    /// append in flight changes nothing until it ends): what status reports.
+    var failure: String? { state.withLock { $0.failures > 0 ? $0.lastError : nil } }
 
     /// Queues `changes` (after any backlog); `failed` is told of a failure and `recovered`
     /// of the first success after failures, off the queue.
@@ -65,8 +70,10 @@ final class RecordAppender: Sendable {
             defer { w = ([], nil, false) }
             return (w.changes, w.compaction)
         }
-        // Only this serial queue (or `drain`) changes the backlog: taking it here is safe.
+        // Only this serial queue (or `drain`) changes the backlog; it stays in place while
+        // this write runs, so that nobody sees it empty before the append succeeded.
         var batch = handed
+        var merged = false
         var hadFailed = false
         do {
             if let compaction {
@@ -75,7 +82,7 @@ final class RecordAppender: Sendable {
                     try mirror.barrier()
                     try store.compact(compaction.set)
                     hadFailed = state.withLock { s -> Bool in
-                        defer { s = ([], 0) }
+                        defer { s = ([], 0, nil) }
                         return s.failures > 0
                     }
                 } catch {
@@ -83,22 +90,21 @@ final class RecordAppender: Sendable {
                     throw error
                 }
             }
-            batch = state.withLock { s -> [RecordChange] in
-                defer { s.backlog = [] }
-                return s.backlog + batch
-            }
+            batch = state.withLock { $0.backlog } + batch
+            merged = true
             if !batch.isEmpty {
                 try SyncEngine.appendDurably(batch, mirror: mirror, store: store)
                 hadFailed = state.withLock { s -> Bool in
-                    defer { s.failures = 0 }
+                    defer { s = ([], 0, nil) }
                     return s.failures > 0
                 } || hadFailed
             }
             if hadFailed { recovered() }
         } catch {
             state.withLock { s in
-                s.backlog += batch
+                s.backlog = merged ? batch : s.backlog + batch
                 s.failures += 1
+                s.lastError = (error as? KeepSyncError)?.message ?? "\(error)"
             }
             failed(error)
         }
@@ -106,7 +112,7 @@ final class RecordAppender: Sendable {
 
     /// Forgets the backlog (a compaction wrote everything it held).
     func clearBacklog() {
-        if let queue { queue.sync { state.withLock { $0 = ([], 0) } } } else { state.withLock { $0 = ([], 0) } }
+        if let queue { queue.sync { state.withLock { $0 = ([], 0, nil) } } } else { state.withLock { $0 = ([], 0, nil) } }
     }
 
     /// Returns once every append queued so far is done.

@@ -636,30 +636,48 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     func flushRecords() {
         unflushed = 0
         if executor.isInline {
-            if let error = engine.flush() { errors[.root] = "cannot write records: \(error.message)" }
+            if let error = engine.flush() {
+                errors[.root] = SyncManager.recordsError + error.message
+            } else if errors[.root]?.hasPrefix(SyncManager.recordsError) == true {
+                errors[.root] = nil
+            }
             return
         }
-        let backlog = appender.hasBacklog
-        if !backlog, let e = errors[.root], e.hasPrefix(SyncManager.recordsError) { errors[.root] = nil }
+        showRecordsFailure()
         let changes = engine.takePendingChanges()
-        guard !changes.isEmpty || backlog else { return }
+        guard !changes.isEmpty || appender.hasBacklog else { return }
         lastAppendAt = clock.now
         engine.appendRecords?(changes)
     }
 
     static var recordsError: String { "cannot write records: " }
 
-    func recordsRecovered() {
-        if !appender.hasBacklog, let e = errors[.root], e.hasPrefix(SyncManager.recordsError) {
+    /// The root's "cannot write records" error, as the appender's state says now: set while
+    /// its appends fail, gone once one succeeded. The reports below only ask for this, so
+    /// their order does not matter.
+    @discardableResult
+    func showRecordsFailure() -> Bool {
+        let shown = errors[.root]?.hasPrefix(SyncManager.recordsError) == true
+        if let failure = appender.failure {
+            errors[.root] = SyncManager.recordsError + failure
+        } else if shown {
             errors[.root] = nil
+            return true
+        }
+        return false
+    }
+
+    func recordsRecovered() {
+        if showRecordsFailure() {
             logger.info("records are written again")
             onChange?()
         }
     }
 
     func recordsFailed(_ error: any Error) {
-        errors[.root] = SyncManager.recordsError + ((error as? KeepSyncError)?.message ?? "\(error)")
-        logger.error(errors[.root]!)
+        logger.error(SyncManager.recordsError + ((error as? KeepSyncError)?.message ?? "\(error)"))
+        showRecordsFailure()
+        onChange?()
     }
 
     /// Waits until every record write handed to the queue is done.
