@@ -309,10 +309,21 @@ public struct TreeScanner {
         let b = try mirror.open(path)
         defer { b.close() }
         while true {
-            let x = try a.read(upTo: 1 << 18)
-            let y = try b.read(upTo: 1 << 18)
+            let x = try Self.read(a, upTo: 1 << 18)
+            let y = try Self.read(b, upTo: 1 << 18)
             if x != y { return false }
             if x.isEmpty { return true }
         }
+    }
+
+    /// `count` bytes, fewer only at the end of the file: a read may return less than asked.
+    static func read(_ file: any SourceFile, upTo count: Int) throws -> [UInt8] {
+        var out = try file.read(upTo: count)
+        while out.count < count {
+            let more = try file.read(upTo: count - out.count)
+            if more.isEmpty { break }
+            out += more
+        }
+        return out
     }
 }
