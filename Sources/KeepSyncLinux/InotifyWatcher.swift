@@ -25,6 +25,7 @@ public final class InotifyWatcher: WatcherProviding {
     public let rootPath: [UInt8]
     private let logger: Logger
     private let limitRescanInterval: Duration
+    private let eventLimit: Int
     fileprivate let shared = Mutex(Shared())
 
     /// What the caller's threads and the watcher thread share.
@@ -43,11 +44,15 @@ public final class InotifyWatcher: WatcherProviding {
 
     /// A watcher for the directory at `rootPath` (absolute path bytes). While the inotify
     /// watch limit leaves directories unwatched, a `.rescan` is reported every
-    /// `limitRescanInterval`.
-    public init(rootPath: [UInt8], logger: Logger = .silent, limitRescanInterval: Duration = .seconds(30)) {
+    /// `limitRescanInterval`. At most `eventLimit` events wait in the stream: past that
+    /// the watcher stops reading (the kernel's queue holds what comes, or overflows) and
+    /// owes one `.rescan`, delivered as soon as there is room.
+    public init(rootPath: [UInt8], logger: Logger = .silent, limitRescanInterval: Duration = .seconds(30),
+                eventLimit: Int = 65_536) {
         self.rootPath = rootPath
         self.logger = logger
         self.limitRescanInterval = limitRescanInterval
+        self.eventLimit = eventLimit
     }
 
     /// Directories watched now.
@@ -70,7 +75,7 @@ public final class InotifyWatcher: WatcherProviding {
             s.active = s.generation
             return s.generation
         }
-        let (stream, continuation) = AsyncStream.makeStream(of: WatchEvent.self, bufferingPolicy: .unbounded)
+        let (stream, continuation) = AsyncStream.makeStream(of: WatchEvent.self, bufferingPolicy: .bufferingOldest(eventLimit))
         let session: Session
         do {
             session = try Session(watcher: self, generation: generation, excludes: excludes,
@@ -327,6 +332,15 @@ extension InotifyWatcher {
                 let now = clock.now
                 let ready: (events: Bool, wake: Bool)
                 do throws(Errno) {
+                    if owesRescan {
+                        // The stream is full: read nothing until the owed rescan fits.
+                        let r = try Inotify.poll(wakeRead, wakeRead, timeoutMilliseconds: 20)
+                        if r.first || stopRequested { return }
+                        if case .enqueued = continuation.yield(.rescan(reason: "changes came faster than they were handled")) {
+                            owesRescan = false
+                        }
+                        continue
+                    }
                     if let until = backoffUntil, now < until {
                         let r = try Inotify.poll(wakeRead, wakeRead, timeoutMilliseconds: milliseconds(until - now))
                         ready = (false, r.first)
@@ -434,8 +448,16 @@ extension InotifyWatcher {
             watcher?.shared.withLock { $0.active != generation } ?? true
         }
 
+        /// True when an event found the stream full: it and everything after it are
+        /// covered by one `.rescan`, sent when there is room.
+        private var owesRescan = false
+
         private func emit(_ event: WatchEvent) {
-            continuation.yield(event)
+            if owesRescan { return }
+            if case .dropped = continuation.yield(event) {
+                owesRescan = true
+                logger.warning("inotify: events wait faster than they are handled; a full rescan follows")
+            }
         }
 
         /// Copies the counters where the public properties read them.

@@ -68,6 +68,33 @@ struct InotifyWatcherTests {
         }
     }
 
+    @Test("a consumer that falls behind gets at most the event limit, then one rescan, and events again afterwards")
+    func boundedStream() async throws {
+        let scratch = try Scratch()
+        defer { scratch.removeAll() }
+        let warned = Mutex(false)
+        let logger = Logger(level: .warning) { _, text in if text.contains("full rescan follows") { warned.withLock { $0 = true } } }
+        let watcher = InotifyWatcher(rootPath: scratch.path, logger: logger, eventLimit: 50)
+        let stream = try watcher.start(excluding: .none)
+        defer { watcher.stop() }
+        for i in 0..<300 { try scratch.write("f\(i)") }
+        #expect(await Self.eventually { warned.withLock { $0 } }, "the stream never filled")
+        var iterator = stream.makeAsyncIterator()
+        var before = 0
+        var rescanned = false
+        while let event = await iterator.next() {
+            if case .rescan = event { rescanned = true; break }
+            before += 1
+        }
+        #expect(rescanned && before <= 50, "\(before) events before the rescan")
+        try scratch.write("after")
+        var after = false
+        while let event = await iterator.next() {
+            if event == .closedAfterWrite(RelativePath("after")) { after = true; break }
+        }
+        #expect(after)
+    }
+
     @Test("a file moved out of the tree is reported as removed")
     func moveOut() async throws {
         let outside = try Scratch()
