@@ -36,6 +36,8 @@ public enum CommandLineParser {
           --allow-mass-delete     Lift the mass-delete brake for this invocation.
           --accept-new-source     Accept a source root whose identity changed.
           --content               check, sync: also compare file contents byte by byte.
+          --verify-interval <sec> run: a full pass this often, repairing what changed in
+                                  the mirror behind its back; 0 turns it off. (default: 3600)
           --log-level <level>     error, warning, info or debug. (default: info)
           -v                      Same as --log-level debug.
           --foreground            Human-readable log lines.
@@ -116,6 +118,7 @@ public enum CommandLineParser {
         if invocation.noDelete { config.deleteEnabled = false }
         if let n = invocation.maxDeletePercent { config.maxDeletePercent = n }
         if let level = invocation.logLevel { config.logLevel = level }
+        if let n = invocation.verifyIntervalSeconds { config.verifyIntervalSeconds = n }
         return config
     }
 
@@ -134,6 +137,7 @@ public enum CommandLineParser {
         case allowMassDelete = "--allow-mass-delete"
         case acceptNewSource = "--accept-new-source"
         case content = "--content"
+        case verifyInterval = "--verify-interval"
         case logLevel = "--log-level"
         case foreground = "--foreground"
         case json = "--json"
@@ -142,7 +146,8 @@ public enum CommandLineParser {
 
         var takesValue: Bool {
             switch self {
-            case .config, .source, .mirror, .state, .exclude, .settle, .maxDelay, .maxDelete, .logLevel, .name:
+            case .config, .source, .mirror, .state, .exclude, .settle, .maxDelay, .maxDelete, .logLevel, .name,
+                 .verifyInterval:
                 true
             case .noDelete, .allowMassDelete, .acceptNewSource, .content, .foreground, .json, .enable:
                 false
@@ -177,6 +182,7 @@ public enum CommandLineParser {
         case .settle: inv.settleMilliseconds = try unwrap(ConfigFileParser.milliseconds(value, minimum: 0))
         case .maxDelay: inv.maxDelayMilliseconds = try unwrap(ConfigFileParser.milliseconds(value, minimum: 1))
         case .maxDelete: inv.maxDeletePercent = try unwrap(ConfigFileParser.percent(value))
+        case .verifyInterval: inv.verifyIntervalSeconds = try unwrap(ConfigFileParser.seconds(value))
         case .noDelete: inv.noDelete = true
         case .allowMassDelete: inv.allowMassDelete = true
         case .acceptNewSource: inv.acceptNewSource = true
@@ -241,6 +247,9 @@ public enum CommandLineParser {
         if inv.json, inv.command != .status { throw usageError("--json is only valid with 'status'") }
         if inv.content, inv.command != .check, inv.command != .sync {
             throw usageError("--content is only valid with 'check' or 'sync'")
+        }
+        if inv.verifyIntervalSeconds != nil, inv.command != .run {
+            throw usageError("--verify-interval is only valid with 'run'")
         }
         if inv.name != nil, inv.command != .serviceInstall, inv.command != .serviceUninstall {
             throw usageError("--name is only valid with 'service'")

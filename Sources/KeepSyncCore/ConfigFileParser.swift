@@ -4,12 +4,15 @@
 /// blanks around both trimmed. Comments are full-line only: a `#` after a value belongs to
 /// the value, because `#` is a legal byte in paths and globs. Values are not quoted. Keys:
 /// `source`, `mirror`, `state`, `exclude` (repeatable), `settle_ms`, `max_delay_ms`,
-/// `delete` (`true`/`false`), `max_delete_percent` (0-100), `log_level`. A path value of
+/// `delete` (`true`/`false`), `max_delete_percent` (0-100), `log_level`, `verify_interval`
+/// (seconds, 0 is off). A path value of
 /// `~` or starting with `~/` starts at the home directory (`~user` is left alone). Setting
 /// any other key twice is an error. An `exclude` keeps a trailing blank escaped with `\`.
 public enum ConfigFileParser {
     /// Largest accepted millisecond value (one day).
     public static let maximumMilliseconds = 86_400_000
+    /// Largest accepted second count (a year).
+    public static let maximumSeconds = 31_536_000
 
     /// Parses `bytes`; errors are `.configuration`, one line, `"<fileName>:<line>: <what>"`.
     public static func parse(_ bytes: [UInt8], fileName: String, home: [UInt8]) throws -> Configuration {
@@ -84,6 +87,11 @@ public enum ConfigFileParser {
                 case .success(let n): config.maxDeletePercent = n
                 case .failure(let reason): throw fail("\(key): \(reason.text)")
                 }
+            case Keys.verifyInterval:
+                switch seconds(value) {
+                case .success(let n): config.verifyIntervalSeconds = n
+                case .failure(let reason): throw fail("\(key): \(reason.text)")
+                }
             case Keys.logLevel:
                 guard let level = LogLevel(bytes: value) else {
                     throw fail("log_level: \(logLevelExpectation), got '\(display(value))'")
@@ -109,7 +117,9 @@ public enum ConfigFileParser {
         static let delete = "delete"
         static let maxDeletePercent = "max_delete_percent"
         static let logLevel = "log_level"
-        static let all: Set<String> = [source, mirror, state, exclude, settle, maxDelay, delete, maxDeletePercent, logLevel]
+        static let verifyInterval = "verify_interval"
+        static let all: Set<String> = [source, mirror, state, exclude, settle, maxDelay, delete, maxDeletePercent, logLevel,
+                                       verifyInterval]
     }
 
     /// Why a value was refused, as text following `<key>: `.
@@ -128,6 +138,14 @@ public enum ConfigFileParser {
         guard n >= minimum, n <= maximumMilliseconds else {
             return .failure(ValueError(
                 text: "expected a number of milliseconds from \(minimum) to \(maximumMilliseconds), got '\(display(value))'"))
+        }
+        return .success(n)
+    }
+
+    /// A second count from 0 to `maximumSeconds`.
+    static func seconds(_ value: [UInt8]) -> Result<Int, ValueError> {
+        guard let n = decimal(value), n <= maximumSeconds else {
+            return .failure(ValueError(text: "expected a number of seconds from 0 to \(maximumSeconds), got '\(display(value))'"))
         }
         return .success(n)
     }

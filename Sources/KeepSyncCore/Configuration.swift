@@ -19,6 +19,8 @@ public struct Configuration: Sendable, Equatable {
     public var maxDeletePercent: Int
     /// How much to log.
     public var logLevel: LogLevel
+    /// `run`: seconds between full passes that repair drift in the mirror; 0 is off.
+    public var verifyIntervalSeconds: Int
 
     /// A configuration; every argument has the documented default.
     public init(
@@ -30,7 +32,8 @@ public struct Configuration: Sendable, Equatable {
         maxDelayMilliseconds: Int = 2000,
         deleteEnabled: Bool = true,
         maxDeletePercent: Int = 50,
-        logLevel: LogLevel = .info
+        logLevel: LogLevel = .info,
+        verifyIntervalSeconds: Int = 3600
     ) {
         self.source = source
         self.mirror = mirror
@@ -41,5 +44,6 @@ public struct Configuration: Sendable, Equatable {
         self.deleteEnabled = deleteEnabled
         self.maxDeletePercent = maxDeletePercent
         self.logLevel = logLevel
+        self.verifyIntervalSeconds = verifyIntervalSeconds
     }
 }

@@ -36,6 +36,8 @@ public struct Invocation: Sendable, Equatable {
     public var settleMilliseconds: Int?
     /// `--max-delay MS`.
     public var maxDelayMilliseconds: Int?
+    /// `--verify-interval SEC` (`run`).
+    public var verifyIntervalSeconds: Int?
     /// `--no-delete`.
     public var noDelete: Bool
     /// `--max-delete PCT`.
@@ -67,6 +69,7 @@ public struct Invocation: Sendable, Equatable {
         excludes: [[UInt8]] = [],
         settleMilliseconds: Int? = nil,
         maxDelayMilliseconds: Int? = nil,
+        verifyIntervalSeconds: Int? = nil,
         noDelete: Bool = false,
         maxDeletePercent: Int? = nil,
         allowMassDelete: Bool = false,
@@ -86,6 +89,7 @@ public struct Invocation: Sendable, Equatable {
         self.excludes = excludes
         self.settleMilliseconds = settleMilliseconds
         self.maxDelayMilliseconds = maxDelayMilliseconds
+        self.verifyIntervalSeconds = verifyIntervalSeconds
         self.noDelete = noDelete
         self.maxDeletePercent = maxDeletePercent
         self.allowMassDelete = allowMassDelete

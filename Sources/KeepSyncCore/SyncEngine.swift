@@ -47,6 +47,30 @@ public struct SyncSummary: Sendable, Equatable {
     public var errors: [KeepSyncError] = []
     /// Copies left to the caller (`apply(_:deferCopies:)`).
     public var deferredCopies: [RelativePath] = []
+    /// Mode or mtime changes made in the mirror.
+    public var attributesSet = 0
+    /// Leftover temp files removed.
+    public var removedTemporaries = 0
+
+    /// Changes the pass made (or left to the caller) in the mirror.
+    public var mirrorChanges: Int {
+        copiedFiles + deferredCopies.count + createdDirectories + renamed + createdLinks + removedEntries
+            + attributesSet + removedTemporaries
+    }
+
+    /// The changes, e.g. `2 files copied, 1 entry removed`; empty when none.
+    public var changeList: String {
+        func item(_ n: Int, _ one: String, _ many: String) -> String? { n == 0 ? nil : "\(n) \(n == 1 ? one : many)" }
+        return [item(copiedFiles, "file copied", "files copied"),
+                item(deferredCopies.count, "file to copy", "files to copy"),
+                item(renamed, "rename", "renames"),
+                item(createdDirectories, "directory created", "directories created"),
+                item(createdLinks, "symlink made", "symlinks made"),
+                item(removedEntries, "entry removed", "entries removed"),
+                item(attributesSet, "mode or mtime set", "modes or mtimes set"),
+                item(removedTemporaries, "temp file removed", "temp files removed")]
+            .compactMap { $0 }.joined(separator: ", ")
+    }
 
     /// A summary.
     public init() {}
@@ -87,6 +111,8 @@ public final class SyncEngine {
     public var io: ParallelIO = .serial
     /// Threads listing directories ahead of a scan; serial by default.
     public var scanIO: ParallelIO = .serial
+    /// Beaten by scans and once per step applied (see `Heartbeat`).
+    public var heartbeat: Heartbeat?
     /// Overlap each group's barrier with the staging of the next (`sync`).
     public var pipelinesCommits = false
     /// A staged group whose barrier runs while the next one is staged, with the directory
@@ -182,7 +208,8 @@ public final class SyncEngine {
     /// Compares source, records and mirror below `scope`; changes nothing. Warns once
     /// per process about each special file.
     public func scan(_ scope: RelativePath = .root) throws -> SyncScan {
-        let scan = try TreeScanner(source: source, mirror: mirror, records: records, options: options, io: scanIO).scan(scope)
+        let scan = try TreeScanner(source: source, mirror: mirror, records: records, options: options, io: scanIO,
+                                   heartbeat: heartbeat).scan(scope)
         for path in scan.specialFiles where !warnedSpecial.contains(path) {
             warnedSpecial.insert(path)
             logger.warning("skipping \(path.escaped): not a regular file, directory or symlink")
@@ -288,11 +315,13 @@ public final class SyncEngine {
 
         for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &summary) }
         for step in steps {
+            heartbeat?.beat()
             switch step {
             case .removeTemporary(let path):
                 if isBlocked(path) { continue }
                 do {
                     guard try mirror.removeLeftoverTemporary(path) else { continue }
+                    summary.removedTemporaries += 1
                     markDirty(path)
                     logger.debug("removed leftover temp file \(path.escaped)")
                 } catch let error as KeepSyncError where error.code == .notFound {
@@ -373,6 +402,7 @@ public final class SyncEngine {
             for p in records.records.paths(within: path) { change(.remove(p)) }
         case .setAttributes(let path, let mode, let mtime):
             try mirror.setAttributes(path, mode: mode, mtime: mtime)
+            summary.attributesSet += 1
         case .updateRecord(let record):
             change(.put(record))
         case .dropRecord(let path):

@@ -42,10 +42,15 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         /// Longest wait since the first event on a path.
         public var maxDelay: Duration
 
+        /// Time from the end of one full pass to the next periodic one (nil: none).
+        public var verifyInterval: Duration?
+
         /// A timing.
-        public init(settle: Duration = .milliseconds(20), maxDelay: Duration = .milliseconds(2000)) {
+        public init(settle: Duration = .milliseconds(20), maxDelay: Duration = .milliseconds(2000),
+                    verifyInterval: Duration? = nil) {
             self.settle = settle
             self.maxDelay = maxDelay
+            self.verifyInterval = verifyInterval
         }
     }
 
@@ -136,6 +141,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var heldDeletes = 0
     var fullPasses = 0
     var resyncing = false
+    /// When the last full pass ended: the periodic verify counts from there.
+    var lastFullPassAt: C.Instant?
+    /// When the periodic verify is due.
+    var verifyAt: C.Instant? {
+        guard let interval = timing.verifyInterval, let last = lastFullPassAt else { return nil }
+        return last.advanced(by: interval)
+    }
     var copiedFiles = 0
     var copiedBytes: UInt64 = 0
     var passPlanned: (files: Int, bytes: UInt64) = (0, 0)
@@ -282,7 +294,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return clock.now }
         var next = pending.values.map(\.deadline).min()
         let linked = linkedSince?.advanced(by: timing.maxDelay)
-        for at in [retryAt.values.min(), mirrorProbeAt, linked].compactMap({ $0 }) { next = min(next ?? at, at) }
+        for at in [retryAt.values.min(), mirrorProbeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
         if appender.hasBacklog, let at = lastAppendAt {
             let retry = at.advanced(by: recordRetryDelay)
             next = min(next ?? retry, retry)
@@ -306,9 +318,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             retryAt[path] = nil
             if pending[path] == nil { pending[path] = Pending(first: start, deadline: start) }
         }
-        if fullResyncRequested {
+        let verify = !fullResyncRequested && verifyAt.map { $0 <= start } == true
+        if fullResyncRequested || verify {
             fullResyncRequested = false
-            fullResync()
+            fullResync(label: verify ? "verify" : "full pass")
         }
         let now = clock.now
         let dueEntries = pending.filter { $0.value.deadline <= now }
@@ -337,8 +350,11 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         finishRound()
     }
 
-    /// A full pass: scan everything, brake on, apply, copy.
-    public func fullResync(exempt: Set<RelativePath> = []) {
+    /// A full pass: scan everything, brake on, apply, copy. Logs what it changes in the
+    /// mirror under `label` (at debug level when nothing).
+    public func fullResync(exempt: Set<RelativePath> = [], label: String = "full pass") {
+        let start = clock.now
+        defer { lastFullPassAt = clock.now }
         if let problem = rootCheck?(engine.records.records.count - (engine.records.records[.root] == nil ? 0 : 1)) {
             rootLost = problem
             errors[.root] = problem
@@ -368,12 +384,24 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             note(summary)
             for path in summary.deferredCopies { queueCopy(path) }
             fullPasses += 1
+            let took = Self.seconds(start.duration(to: clock.now))
+            if summary.mirrorChanges == 0 {
+                logger.debug("\(label): nothing to repair (\(scan.mirrorEntries) mirror entries checked in \(took))")
+            } else {
+                logger.info("\(label): \(summary.changeList) in \(took)")
+            }
         } catch {
             errors[.root] = "\(error)"
             logger.error("full resync failed: \(error); retrying")
             scheduleRetry(.root, error)
         }
         startCopies()
+    }
+
+    /// `1.25 s`.
+    static func seconds(_ d: Duration) -> String {
+        let centiseconds = Int(d / .milliseconds(10))
+        return "\(Double(centiseconds) / 100) s"
     }
 
     // MARK: Failures

@@ -81,15 +81,18 @@ public struct TreeScanner {
     let options: SyncOptions
     /// Threads that list directories ahead of the walk (serial: none).
     let io: ParallelIO
+    /// Beaten once per path, so a long scan shows it is alive.
+    let heartbeat: Heartbeat?
 
     /// A scanner over a source, a mirror (read side) and the records.
     public init(source: any FileSystemProviding, mirror: any FileSystemProviding, records: RecordSet, options: SyncOptions,
-                io: ParallelIO = .serial) {
+                io: ParallelIO = .serial, heartbeat: Heartbeat? = nil) {
         self.source = source
         self.mirror = mirror
         self.records = records
         self.options = options
         self.io = io
+        self.heartbeat = heartbeat
     }
 
     var planner: Planner { Planner(deleteEnabled: options.deleteEnabled) }
@@ -129,6 +132,7 @@ public struct TreeScanner {
 
     private func scanPath(_ path: RelativePath, source s: FileStat?, mirror m: FileStat?, into scan: inout SyncScan,
                           collect: Bool, prefetcher: ScanPrefetcher?) throws {
+        heartbeat?.beat()
         let slot = records.records.slotIndex(of: path)
         let record = slot.flatMap { records.records.value(atSlot: $0, path: path) }
         if let slot { scan.visitedRecords.insert(slot) }

@@ -9,7 +9,7 @@ import KeepSyncCore
 actor Agent {
     var settings: CommandRunner.Settings
     let reload: @Sendable () throws -> CommandRunner.Settings
-    let makeWatcher: @Sendable ([UInt8], Logger) -> any WatcherProviding
+    let makeWatcher: @Sendable ([UInt8], Logger, Heartbeat) -> any WatcherProviding
     let logger: Logger
     let notifier: SystemdNotifier
     let progress: TerminalProgress
@@ -34,10 +34,12 @@ actor Agent {
     var store: JournalBookmarkStore?
     /// When a rewrite of the records was last asked for, and the snapshot's size then.
     var compactionAsked: (at: ContinuousClock.Instant, snapshot: UInt64)?
+    /// What the watchdog listens to (see `Watchdog`).
+    let heartbeat = Heartbeat()
 
     init(settings: CommandRunner.Settings, logger: Logger, notifier: SystemdNotifier, progress: TerminalProgress,
          reload: @escaping @Sendable () throws -> CommandRunner.Settings,
-         makeWatcher: @escaping @Sendable ([UInt8], Logger) -> any WatcherProviding) {
+         makeWatcher: @escaping @Sendable ([UInt8], Logger, Heartbeat) -> any WatcherProviding) {
         self.settings = settings
         self.logger = logger
         self.notifier = notifier
@@ -48,13 +50,20 @@ actor Agent {
 
     var timing: SyncManager<ContinuousClock>.Timing {
         .init(settle: .milliseconds(settings.configuration.settleMilliseconds),
-              maxDelay: .milliseconds(settings.configuration.maxDelayMilliseconds))
+              maxDelay: .milliseconds(settings.configuration.maxDelayMilliseconds),
+              verifyInterval: settings.configuration.verifyIntervalSeconds > 0
+                ? .seconds(settings.configuration.verifyIntervalSeconds) : nil)
     }
 
     /// Runs until SIGTERM/SIGINT; returns the exit code.
     func run() async throws -> ExitCode {
         SignalSource.ignoreAll()
-        let prepared = try PreparedState(settings, logger: logger) { _, message in
+        let watchdog = notifier.watchdogInterval.map { interval in
+            Watchdog(interval: interval, heartbeat: heartbeat, ping: { [notifier] in notifier.watchdog() },
+                     probe: { await self.answerProbe() })
+        }
+        defer { watchdog?.cancel() }
+        let prepared = try PreparedState(settings, logger: logger, heartbeat: heartbeat) { _, message in
             writeStatus(state: "error", snapshot: nil, extraErrors: [(".", message)], force: true)
         }
         defer { prepared.lock.release() }
@@ -68,8 +77,6 @@ actor Agent {
         let signals = SignalSource { number in Task { await self.handle(signal: number) } }
         defer { signals.cancel() }
         let statusTask = Task { await self.statusLoop() }
-        let watchdogTask = Task { await self.watchdogLoop() }
-        defer { watchdogTask.cancel() }
 
         while !stopRequested {
             try await runGeneration(store: store, records: records)
@@ -112,13 +119,14 @@ actor Agent {
         let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
                                 options: settings.options, logger: logger)
         engine.scanIO = CommandRunner.scanIO
+        engine.heartbeat = heartbeat
         let sourcePath = settings.source
         let identity = records.root
         let manager = SyncManager(engine: engine, source: sourceTree, mirror: mirrorTree, clock: ContinuousClock(),
                                   timing: timing, executor: .dispatch(limit: 4), logger: logger, io: CommandRunner.copyIO,
                                   rootCheck: { entries in Agent.rootProblem(sourcePath, identity: identity, recordedEntries: entries) })
         self.manager = manager
-        let watcher = makeWatcher(settings.source, logger)
+        let watcher = makeWatcher(settings.source, logger, heartbeat)
         self.watcher = watcher
         // The watcher's walk is sequential (watch, then list): readers ahead of it fill
         // the cache from a cold disk many directories at a time.
@@ -208,7 +216,7 @@ actor Agent {
         guard manager === self.manager, await !manager.hasStopped, !stopRequested, rootProblem == nil else { return }
         // A new watcher with the new excludes; the full resync covers the switch-over.
         let old = watcher
-        let watcher = makeWatcher(settings.source, logger)
+        let watcher = makeWatcher(settings.source, logger, heartbeat)
         do {
             let events = try watcher.start(excluding: settings.excludes)
             self.watcher = watcher
@@ -314,14 +322,9 @@ actor Agent {
         return out
     }
 
-    /// WATCHDOG=1 every half of WATCHDOG_USEC, only while the SyncManager answers.
-    func watchdogLoop() async {
-        guard let interval = notifier.watchdogInterval else { return }
-        while !Task.isCancelled {
-            if let manager { _ = await manager.snapshot() }
-            notifier.watchdog()
-            try? await Task.sleep(for: interval)
-        }
+    /// Returns once the agent and its manager are free to answer (a watchdog probe).
+    func answerProbe() async {
+        if let manager { _ = await manager.hasStopped }
     }
 
     func writeStatus(state: String, snapshot: SyncManager<ContinuousClock>.Snapshot?, extraErrors: [(String, String)], force: Bool) {

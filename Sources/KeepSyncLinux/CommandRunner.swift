@@ -264,7 +264,9 @@ public struct CommandRunner: Sendable {
         let invocation = settings.invocation
         let agent = Agent(settings: settings, logger: logger, notifier: SystemdNotifier(environment: environment), progress: progress,
                           reload: { try runner.settings(invocation) },
-                          makeWatcher: { path, logger in InotifyWatcher(rootPath: path, logger: logger) })
+                          makeWatcher: { path, logger, heartbeat in
+                              InotifyWatcher(rootPath: path, logger: logger, heartbeat: heartbeat)
+                          })
         let outcome = Mutex<Result<ExitCode, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         Task {

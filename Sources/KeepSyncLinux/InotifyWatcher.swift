@@ -26,6 +26,7 @@ public final class InotifyWatcher: WatcherProviding {
     private let logger: Logger
     private let limitRescanInterval: Duration
     private let eventLimit: Int
+    fileprivate let heartbeat: Heartbeat?
     fileprivate let shared = Mutex(Shared())
 
     /// What the caller's threads and the watcher thread share.
@@ -46,9 +47,11 @@ public final class InotifyWatcher: WatcherProviding {
     /// watch limit leaves directories unwatched, a `.rescan` is reported every
     /// `limitRescanInterval`. At most `eventLimit` events wait in the stream: past that
     /// the watcher stops reading (the kernel's queue holds what comes, or overflows) and
-    /// owes one `.rescan`, delivered as soon as there is room.
+    /// owes one `.rescan`, delivered as soon as there is room. Walks beat `heartbeat`
+    /// once per directory.
     public init(rootPath: [UInt8], logger: Logger = .silent, limitRescanInterval: Duration = .seconds(30),
-                eventLimit: Int = 65_536) {
+                eventLimit: Int = 65_536, heartbeat: Heartbeat? = nil) {
+        self.heartbeat = heartbeat
         self.rootPath = rootPath
         self.logger = logger
         self.limitRescanInterval = limitRescanInterval
@@ -220,6 +223,7 @@ extension InotifyWatcher {
         let continuation: AsyncStream<WatchEvent>.Continuation
         let logger: Logger
         let interval: Duration
+        let heartbeat: Heartbeat?
         let inotify: FileDescriptor
         let wakeRead: FileDescriptor
         let wakeWrite: FileDescriptor
@@ -264,6 +268,7 @@ extension InotifyWatcher {
             self.continuation = continuation
             self.logger = logger
             self.interval = interval
+            self.heartbeat = watcher.heartbeat
             self.useProc = Inotify.hasProcFileDescriptors
             let display = ByteEscaping.escape(rootPath)
             do throws(Errno) {
@@ -872,6 +877,7 @@ extension InotifyWatcher {
             defer { for frame in stack { frame.fd.close() } }
             while !stack.isEmpty {
                 if stopRequested { throw Stopped() }
+                heartbeat?.beat()
                 guard let name = stack[stack.count - 1].subdirectories.popLast() else {
                     stack.removeLast().fd.close()
                     continue

@@ -46,14 +46,18 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
     private let directory: FileDescriptor
     private let readOnly: Bool
     private let state = Mutex(State())
+    private let heartbeat: Heartbeat?
 
     /// Log bytes that never make `needsCompaction` true, however small the snapshot.
     public let logAllowance: UInt64
 
     /// Opens the store in the existing state directory at `directory` (absolute path
     /// bytes). A `readOnly` store only loads: it never repairs or creates files, so it
-    /// is safe beside a running agent (`check`, `status`); its writes throw.
-    public init(directory: [UInt8], readOnly: Bool = false, logAllowance: UInt64 = 1 << 20) throws {
+    /// is safe beside a running agent (`check`, `status`); its writes throw. Loads beat
+    /// `heartbeat` once per snapshot frame.
+    public init(directory: [UInt8], readOnly: Bool = false, logAllowance: UInt64 = 1 << 20,
+                heartbeat: Heartbeat? = nil) throws {
+        self.heartbeat = heartbeat
         self.directoryPath = directory
         self.readOnly = readOnly
         self.logAllowance = logAllowance
@@ -218,7 +222,8 @@ public final class JournalBookmarkStore: BookmarkStorageProviding {
                                                                                         count: RecordJournalCodec.snapshotTailSize) {
             reserve = RecordJournalCodec.snapshotRecordCount(tail: tail, size: Int(size)) ?? 0
         }
-        let decoded = RecordJournalCodec.decodeSnapshot(size: Int(size), reserve: reserve) { n in
+        let decoded = RecordJournalCodec.decodeSnapshot(size: Int(size), reserve: reserve) { [heartbeat] n in
+            heartbeat?.beat()
             do throws(Errno) {
                 let bytes = try fd.read(exactly: n)
                 return bytes.count == n ? bytes : nil

@@ -13,12 +13,13 @@ struct PreparedState {
     let root: FileStat
 
     /// Prepares, or throws `.configuration` (exit 2) / `.unsafe` (exit 3) after calling
-    /// `refused` with the message, leaving the mirror untouched.
-    init(_ settings: CommandRunner.Settings, logger: Logger, refused: (RecordSet, String) -> Void) throws {
+    /// `refused` with the message, leaving the mirror untouched. The load beats `heartbeat`.
+    init(_ settings: CommandRunner.Settings, logger: Logger, heartbeat: Heartbeat? = nil,
+         refused: (RecordSet, String) -> Void) throws {
         try HostPaths.makeDirectories(settings.state, mode: 0o700)
         lock = try StateLock(stateDirectory: settings.state)
         do {
-            store = try JournalBookmarkStore(directory: settings.state)
+            store = try JournalBookmarkStore(directory: settings.state, heartbeat: heartbeat)
             records = try store.load()
             logger.debug("loaded \(records.records.count) records from \(HostPaths.display(settings.state))")
             if records.wasDamaged {

@@ -98,6 +98,28 @@ struct RunCommandTests {
         try await Self.stop(agent, sandbox)
     }
 
+    @Test("with --verify-interval 1, a mirror file deleted or chmodded behind the agent's back comes back by itself, logged at info; a verify that finds nothing is logged at debug")
+    func theVerifyIntervalRepairsDriftWithoutASignal() async throws {
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await Self.start(sandbox, ["--verify-interval", "1", "-v"])
+        try await Self.expectMirrorConverges(sandbox, agent, "initial sync")
+        let quiet = try await Self.eventually(timeout: .seconds(10)) {
+            agent.stderrLines.contains { $0.hasPrefix("<7>keepsync: debug: verify: nothing to repair") }
+        }
+        #expect(quiet, "no verify logged at debug level\n\(agent.stderrText)")
+
+        try FS.unlink(sandbox.mirror / "dir/file.txt")
+        try FS.chmod(sandbox.mirror / "top.txt", 0o600)
+        let repaired = try await Self.eventually(timeout: .seconds(10)) {
+            FS.exists(sandbox.mirror / "dir/file.txt") && Self.mirrorDifferences(sandbox).isEmpty
+        }
+        #expect(repaired, "not repaired within 10 s:\n\(Self.mirrorDifferences(sandbox).joined(separator: "\n"))\n\(agent.stderrText)")
+        let info = agent.stderrLines.filter { $0.hasPrefix("<6>keepsync: verify: ") }
+        #expect(info.contains { $0.contains("1 file to copy") && $0.contains("mode") }, "\(info)\n\(agent.stderrText)")
+        try await Self.stop(agent, sandbox)
+    }
+
     @Test func sighupPicksUpAChangedExcludeAndResyncs() async throws {
         let sandbox = try Sandbox()
         let config = sandbox.root / "keepsync.conf"

@@ -154,6 +154,44 @@ struct SdNotifyTests {
         Self.expectWellFormed(socket, from: agent)
     }
 
+    /// A full pass on a big tree takes longer than WATCHDOG_USEC; the scan holds the
+    /// manager all that time, yet pings go on (it beats as it walks) and no gap reaches
+    /// WATCHDOG_USEC, which is when systemd would kill the service.
+    @Test func fullPassesLongerThanWatchdogUsecKeepThePingsGoing() async throws {
+        let sandbox = try Sandbox()
+        for d in 0..<5000 {
+            let dir = sandbox.source / "d\(d)"
+            try FS.mkdirs(dir)
+            for f in 0..<20 { try FS.writeFile(dir / "f\(f)", "") }
+        }
+        let synced = try sandbox.sync()
+        try #require(synced.status == 0, "\(synced)")
+        let socket = try NotifySocket(.path, directory: sandbox.root)
+        let agent = try sandbox.spawnRun(["-v"], environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "400000"])
+        func passes() -> [Double] {
+            agent.stderrLines.compactMap { line -> Double? in
+                guard line.hasPrefix("<7>keepsync: debug: full pass: nothing to repair"), let r = line.range(of: " checked in ") else { return nil }
+                return Double(line[r.upperBound...].prefix { $0 != " " })
+            }
+        }
+        let ready = await socket.waitFor(.seconds(60)) { $0.has("READY") }
+        try #require(ready != nil, "no READY=1\n\(socket.transcript)\n\(agent.diagnostics)")
+        agent.send(SIGUSR1)
+        let twoPasses = await Deadline.until(.seconds(60)) { passes().count >= 2 }
+        try #require(twoPasses, "the startup pass and the SIGUSR1 pass were not both logged\n\(agent.diagnostics)")
+        let longest = passes().max() ?? 0
+        if longest < 0.5 {
+            try Test.cancel("the longest full pass took \(longest) s here, too short to outlast WATCHDOG_USEC (0.4 s) and show anything")
+        }
+        let pings = socket.messages.filter { $0.has("WATCHDOG") }.compactMap(\.sentAt).sorted()
+        let gaps = zip(pings.dropFirst(), pings).map { $0 - $1 }
+        #expect(pings.count >= 4 && (gaps.max() ?? 1) < 0.4,
+                "\(pings.count) pings, largest gap \(gaps.max() ?? 0) s, passes \(passes()) s\n\(socket.transcript)")
+        agent.send(SIGTERM)
+        let status = await agent.waitForExit(timeout: .seconds(10))
+        #expect(status == 0, "exit \(status.map(String.init) ?? "none")\n\(agent.diagnostics)")
+    }
+
     @Test func aWatchdogPidNamingAnotherProcessMeansNoWatchdogPings() async throws {
         let sandbox = try Sandbox()
         try sandbox.buildSmallSource()

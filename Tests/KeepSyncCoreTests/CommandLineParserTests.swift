@@ -51,6 +51,8 @@ struct CommandLineParserTests {
         ("--settle", "0", Invocation(command: .run, settleMilliseconds: 0)),
         ("--max-delay", "1", Invocation(command: .run, maxDelayMilliseconds: 1)),
         ("--max-delete", "100", Invocation(command: .run, maxDeletePercent: 100)),
+        ("--verify-interval", "0", Invocation(command: .run, verifyIntervalSeconds: 0)),
+        ("--verify-interval", "31536000", Invocation(command: .run, verifyIntervalSeconds: 31_536_000)),
         ("--log-level", "warning", Invocation(command: .run, logLevel: .warning)),
     ]
 
@@ -146,6 +148,12 @@ struct CommandLineParserTests {
         (["run", "--settle", "86400001"], "--settle: expected a number of milliseconds from 0 to 86400000, got '86400001'"),
         (["run", "--max-delay", "0"], "--max-delay: expected a number of milliseconds from 1 to 86400000, got '0'"),
         (["run", "--max-delay", "2s"], "--max-delay: expected a number of milliseconds, got '2s'"),
+        (["run", "--verify-interval"], "--verify-interval requires a value"),
+        (["run", "--verify-interval", "1h"], "--verify-interval: expected a number of seconds from 0 to 31536000, got '1h'"),
+        (["run", "--verify-interval", "31536001"],
+         "--verify-interval: expected a number of seconds from 0 to 31536000, got '31536001'"),
+        (["sync", "--verify-interval", "60"], "--verify-interval is only valid with 'run'"),
+        (["check", "--verify-interval=60"], "--verify-interval is only valid with 'run'"),
         (["run", "--max-delete", "101"], "--max-delete: expected a percentage from 0 to 100, got '101'"),
         (["run", "--max-delete", "half"], "--max-delete: expected a percentage from 0 to 100, got 'half'"),
         (["run", "--log-level", "loud"], "--log-level: expected error, warning, info or debug, got 'loud'"),
@@ -190,7 +198,7 @@ struct CommandLineParserTests {
             "run", "sync", "check", "status", "service install", "service uninstall",
             "--config <file>", "--source <dir>", "--mirror <dir>", "--state <dir>", "--exclude <glob>",
             "--settle <ms>", "--max-delay <ms>", "--no-delete", "--max-delete <pct>", "--allow-mass-delete",
-            "--accept-new-source", "--content", "--log-level <level>", "-v ", "--foreground", "--json",
+            "--accept-new-source", "--content", "--verify-interval <sec>", "--log-level <level>", "-v ", "--foreground", "--json",
             "--name <name>", "--enable", "-h, --help", "--version",
         ]
         for word in words { #expect(usage.contains("  \(word)"), "usage lacks \(word)") }
@@ -216,12 +224,13 @@ struct CommandLineParserTests {
         let inv = try Self.parse([
             "run", "--source", "/s", "--mirror", "/m", "--state", "/st", "--exclude", "tmp/",
             "--settle", "0", "--max-delay", "7", "--no-delete", "--max-delete", "90", "--log-level", "error",
+            "--verify-interval", "0",
         ])
         let merged = CommandLineParser.merge(file: Self.file, invocation: inv, home: Self.home)
         #expect(merged == Configuration(
             source: Self.b("/s"), mirror: Self.b("/m"), state: Self.b("/st"), excludes: [Self.b("*.o"), Self.b("tmp/")],
             settleMilliseconds: 0, maxDelayMilliseconds: 7, deleteEnabled: false, maxDeletePercent: 90,
-            logLevel: .error))
+            logLevel: .error, verifyIntervalSeconds: 0))
     }
 
     @Test("flags fill in what the file leaves unset, with '~' expanded")

@@ -15,7 +15,8 @@ struct ConfigFileParserTests {
     func emptyFileGivesDefaults() throws {
         let expected = Configuration(
             source: nil, mirror: nil, state: nil, excludes: [], settleMilliseconds: 20,
-            maxDelayMilliseconds: 2000, deleteEnabled: true, maxDeletePercent: 50, logLevel: .info)
+            maxDelayMilliseconds: 2000, deleteEnabled: true, maxDeletePercent: 50, logLevel: .info,
+            verifyIntervalSeconds: 3600)
         #expect(try Self.parse("") == expected)
         #expect(try Self.parse("\n\n  \t\n# a comment\n   # indented comment\n") == expected)
         #expect(Configuration() == expected)
@@ -35,12 +36,14 @@ struct ConfigFileParserTests {
             delete = false
             max_delete_percent = 100
             log_level = debug
+            verify_interval = 0
             """
         let config = try Self.parse(text)
         #expect(config == Configuration(
             source: Self.b("/data/src"), mirror: Self.b("/backup/mirror"), state: Self.b("/var/tmp/ks"),
             excludes: [Self.b("*.o"), Self.b("node_modules/")], settleMilliseconds: 0,
-            maxDelayMilliseconds: 1, deleteEnabled: false, maxDeletePercent: 100, logLevel: .debug))
+            maxDelayMilliseconds: 1, deleteEnabled: false, maxDeletePercent: 100, logLevel: .debug,
+            verifyIntervalSeconds: 0))
     }
 
     @Test("numbers at their limits are accepted")
@@ -51,6 +54,7 @@ struct ConfigFileParserTests {
         #expect(config.maxDeletePercent == 0)
         #expect(config.deleteEnabled)
         #expect(try Self.parse("settle_ms = 007").settleMilliseconds == 7)
+        #expect(try Self.parse("verify_interval = 31536000").verifyIntervalSeconds == 31_536_000)
     }
 
     @Test("log_level takes each level name", arguments: LogLevel.allCases)
@@ -132,6 +136,8 @@ struct ConfigFileParserTests {
         ("max_delay_ms = soon", "keepsync.conf:1: max_delay_ms: expected a number of milliseconds, got 'soon'"),
         ("delete = yes", "keepsync.conf:1: delete: expected 'true' or 'false', got 'yes'"),
         ("delete = True", "keepsync.conf:1: delete: expected 'true' or 'false', got 'True'"),
+        ("verify_interval = 1h", "keepsync.conf:1: verify_interval: expected a number of seconds from 0 to 31536000, got '1h'"),
+        ("verify_interval = -1", "keepsync.conf:1: verify_interval: expected a number of seconds from 0 to 31536000, got '-1'"),
         ("max_delete_percent = 101", "keepsync.conf:1: max_delete_percent: expected a percentage from 0 to 100, got '101'"),
         ("max_delete_percent = 50%", "keepsync.conf:1: max_delete_percent: expected a percentage from 0 to 100, got '50%'"),
         ("log_level = loud", "keepsync.conf:1: log_level: expected error, warning, info or debug, got 'loud'"),

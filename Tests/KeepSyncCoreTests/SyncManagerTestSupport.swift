@@ -16,11 +16,12 @@ final class ManagerHarness {
     static let settle = Duration.milliseconds(20)
     static let maxDelay = Duration.milliseconds(2000)
 
-    init(options: SyncOptions = SyncOptions(), executor: CopyExecutor = .inline) {
-        timing = SyncManager<ManualClock>.Timing(settle: Self.settle, maxDelay: Self.maxDelay)
+    init(options: SyncOptions = SyncOptions(), executor: CopyExecutor = .inline, verifyInterval: Duration? = nil,
+         logger: Logger = .silent) {
+        timing = SyncManager<ManualClock>.Timing(settle: Self.settle, maxDelay: Self.maxDelay, verifyInterval: verifyInterval)
         let engine = SyncEngine(source: source, mirror: mirror, store: store, records: RecordSet(), options: options)
         manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, timing: timing,
-                              executor: executor)
+                              executor: executor, logger: logger)
     }
 
     /// A full resync, processed at once (the startup pass).

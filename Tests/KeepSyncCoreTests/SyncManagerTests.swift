@@ -1065,4 +1065,49 @@ struct SyncManagerTests {
         #expect(await ManagerHarness.eventually { stopped.isSet }, "run() did not return after stop()")
         h.expectMirrorEqualsSource()
     }
+
+    @Test("with a verify interval, a full pass runs that long after the last one and repairs what changed in the mirror behind the agent's back; one that finds nothing is logged at debug level")
+    func periodicVerifyRepairsDrift() async {
+        let lines = Mutex<[(level: LogLevel, text: String)]>([])
+        let logger = Logger(level: .debug) { level, text in lines.withLock { $0.append((level, text)) } }
+        let h = ManagerHarness(verifyInterval: .seconds(60), logger: logger)
+        let a = Self.p("a"), b = Self.p("d/b")
+        h.source.writeFile(a, Self.b("one"))
+        h.source.makeDirectory(Self.p("d"))
+        h.source.writeFile(b, Self.b("two"), mode: 0o640)
+        await h.fullSync()
+        h.expectMirrorEqualsSource()
+        #expect(await h.manager.nextDeadline() == h.clock.now.advanced(by: .seconds(60)))
+        // Behind the agent's back: no event comes.
+        try? h.mirror.remove(a)
+        try? h.mirror.setAttributes(b, mode: 0o777, mtime: nil)
+        h.clock.advance(by: .seconds(59))
+        await h.manager.processDue()
+        let drift = h.differences()
+        #expect(drift.contains("+ a (missing in mirror)") && drift.contains { $0.hasPrefix("~ d/b: mode") },
+                "nothing is repaired before the interval has passed: \(drift)")
+        h.clock.advance(by: .seconds(1))
+        await h.manager.processDue()
+        h.expectMirrorEqualsSource()
+        #expect(await h.manager.snapshot().fullPasses == 2)
+        let repaired = lines.withLock { $0.filter { $0.text.hasPrefix("verify:") } }
+        #expect(repaired.map(\.level) == [.info] && repaired.first?.text.contains("1 file to copy") == true
+                    && repaired.first?.text.contains("modes or mtimes set") == true, "\(repaired)")
+        // Nothing changed since: the next verify only reads metadata, logged at debug.
+        lines.withLock { $0.removeAll() }
+        let installs = h.installs
+        h.clock.advance(by: .seconds(60))
+        await h.manager.processDue()
+        #expect(await h.manager.snapshot().fullPasses == 3 && h.installs == installs)
+        let quiet = lines.withLock { $0.filter { $0.text.hasPrefix("verify:") } }
+        #expect(quiet.map(\.level) == [.debug] && quiet.first?.text.contains("nothing to repair") == true, "\(quiet)")
+    }
+
+    @Test("without a verify interval nothing is due after a full pass")
+    func noPeriodicVerify() async {
+        let h = ManagerHarness()
+        h.source.writeFile(Self.p("a"), Self.b("one"))
+        await h.fullSync()
+        #expect(await h.manager.nextDeadline() == nil)
+    }
 }
