@@ -167,31 +167,69 @@ struct LiveMirrorTests {
         }
     }
 
-    @Test("a seeded random workload run against the live source converges", arguments: [1, 2, 3, 4, 5] as [UInt64])
+    @Test("a seeded random workload run against the live source converges (hard links, touch, chmod, directory renames, type flips)",
+          arguments: Array(1...12) as [UInt64])
     func randomWorkloadConverges(seed: UInt64) async throws {
         try await withLiveAgent { live in
             let outside = live.root + Array("/O".utf8)
             try LiveFS.mkdir(outside, mode: 0o755)
             var workload = Workload(source: live.source, outside: outside, seed: seed)
             var log: [String] = []
-            for i in 0..<600 {
-                do {
-                    log.append(try workload.step())
-                } catch {
-                    Issue.record("seed \(seed): operation \(i) failed: \(error); last operations: \(log.suffix(5))")
-                    return
-                }
-                // Pacing, not synchronisation: a pause now and then lets copies and rescans
-                // be in flight while the next operations land.
-                if i % 50 == 49 { try await Task.sleep(for: .milliseconds(workload.random.below(40))) }
-            }
+            guard try await Self.run(&workload, operations: 1200, log: &log, seed: seed) else { return }
             let outcome = try await live.waitForConvergence(timeout: .seconds(60))
-            if !outcome.converged || !outcome.directoryTimesConverged || !outcome.errors.isEmpty || outcome.counts != nil {
-                print("seed \(seed): last operations:\n" + log.suffix(40).joined(separator: "\n"))
-            }
-            live.expect(outcome, "seed \(seed)")
-            print("LiveMirrorTests: seed \(seed): \(workload.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); converged in \(outcome.elapsed)")
+            Self.report(outcome, live, workload, log: log, "seed \(seed)")
         }
+    }
+
+    @Test("a seeded random workload converges when the agent is stopped in the middle, part of it lands while nobody watches, and the agent restarts",
+          arguments: Array(1...4) as [UInt64])
+    func randomWorkloadAcrossARestartConverges(seed: UInt64) async throws {
+        let root = try LiveFS.makeTemporaryDirectory()
+        defer { try? LiveFS.removeTree(root) }
+        for (name, mode) in [("S", 0o755), ("M", 0o755), ("T", 0o700), ("O", 0o755)] as [(String, mode_t)] {
+            try LiveFS.mkdir(root + Array("/\(name)".utf8), mode: mode)
+        }
+        var workload = Workload(source: root + Array("/S".utf8), outside: root + Array("/O".utf8), seed: seed)
+        var log: [String] = []
+        for phase in ["before the stop", "while stopped", "after the restart"] {
+            if phase == "while stopped" {
+                guard try await Self.run(&workload, operations: 400, log: &log, seed: seed) else { return }
+                continue
+            }
+            let live = try await LiveAgent.start(root: root, logLevel: .warning, hold: nil)
+            let ran = try await Self.run(&workload, operations: 400, log: &log, seed: seed)
+            let outcome = try await live.waitForConvergence(timeout: .seconds(60))
+            await live.shutdown()
+            guard ran else { return }
+            Self.report(outcome, live, workload, log: log, "seed \(seed), \(phase)")
+        }
+        #expect(workload.counts["rename directory", default: 0] + workload.counts["rename into a just-renamed directory", default: 0] > 0)
+    }
+
+    /// Runs `operations` random steps; false (with an issue recorded) when one failed.
+    static func run(_ workload: inout Workload, operations: Int, log: inout [String], seed: UInt64) async throws -> Bool {
+        for i in 0..<operations {
+            do {
+                log.append(try workload.step())
+            } catch {
+                Issue.record("seed \(seed): operation \(i) failed: \(error); last operations: \(log.suffix(5))")
+                return false
+            }
+            // Pacing, not synchronisation: a pause now and then lets copies and rescans
+            // be in flight while the next operations land.
+            if i % 50 == 49 { try await Task.sleep(for: .milliseconds(workload.random.below(40))) }
+        }
+        return true
+    }
+
+    /// Records the outcome's issues, with the last operations when it failed, and prints
+    /// what the workload did.
+    static func report(_ outcome: LiveAgent.Outcome, _ live: LiveAgent, _ workload: Workload, log: [String], _ what: String) {
+        if !outcome.converged || !outcome.directoryTimesConverged || !outcome.errors.isEmpty || outcome.counts != nil {
+            print("\(what): last operations:\n" + log.suffix(40).joined(separator: "\n"))
+        }
+        live.expect(outcome, what)
+        print("LiveMirrorTests: \(what): \(workload.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); converged in \(outcome.elapsed)")
     }
 }
 
@@ -762,17 +800,20 @@ extension LiveMirrorTests {
             links = links.map(move)
         }
 
-        /// Operations and their weights (out of 100).
+        /// Operations and their weights.
         static let operations: [(name: String, weight: Int)] = [
             ("create", 12), ("write", 9), ("append", 7), ("truncate", 4), ("rename file", 7), ("rename directory", 5),
             ("delete", 5), ("mkdir", 9), ("rm -r", 3), ("symlink", 5), ("chmod", 6), ("replace directory by file", 3),
             ("replace file by directory", 3), ("replace file by symlink", 2), ("mkdir -p and write", 6),
             ("move out", 4), ("move in", 4), ("swap two files", 3), ("write a large file", 3),
+            ("hard link", 5), ("touch", 4), ("touch -h", 2), ("rename into a just-renamed directory", 4),
+            ("replace symlink by file", 2), ("replace symlink by directory", 2),
         ]
+        static let totalWeight = operations.reduce(0) { $0 + $1.weight }
 
         /// Performs one random operation and describes it.
         mutating func step() throws -> String {
-            var roll = random.below(100)
+            var roll = random.below(Self.totalWeight)
             var op = Self.operations[0].name
             for (name, weight) in Self.operations {
                 if roll < weight { op = name; break }
@@ -780,11 +821,68 @@ extension LiveMirrorTests {
             }
             let nonRootDirectories = directories.filter { !$0.isEmpty }
             let needsFile: Set = ["write", "append", "truncate", "rename file", "replace file by directory",
-                                  "replace file by symlink", "swap two files"]
-            let needsDirectory: Set = ["rename directory", "rm -r", "replace directory by file"]
+                                  "replace file by symlink", "swap two files", "hard link", "touch"]
+            let needsDirectory: Set = ["rename directory", "rm -r", "replace directory by file",
+                                       "rename into a just-renamed directory"]
+            let needsLink: Set = ["touch -h", "replace symlink by file", "replace symlink by directory"]
             if needsFile.contains(op) && files.isEmpty { return try create() }
             if needsDirectory.contains(op) && nonRootDirectories.isEmpty { return try makeDirectory() }
+            if needsLink.contains(op) && links.isEmpty { return try create() }
             switch op {
+            case "hard link":
+                // Both names are tracked as files: writes, chmods and touches through either
+                // must reach the copies of both.
+                let f = random.pick(files)
+                let to = Self.join(random.pick(directories), newName("h"))
+                try LiveFS.link(absolute(f), absolute(to))
+                files.append(to)
+                return note(op, f, to)
+            case "touch":
+                let target = random.below(4) == 0 ? random.pick(directories) : random.pick(files)
+                try LiveFS.setTimes(absolute(target), seconds: 1_600_000_000 + random.below(100_000_000),
+                                    nanoseconds: random.below(1_000_000_000))
+                return note(op, target)
+            case "touch -h":
+                let l = random.pick(links)
+                try LiveFS.setTimes(absolute(l), seconds: 1_600_000_000 + random.below(100_000_000), nanoseconds: random.below(1_000_000_000))
+                return note(op, l)
+            case "rename into a just-renamed directory":
+                // The directory's new name, then at once a file and a directory moved into it
+                // (events for both land while the rename is still being paired).
+                let d = random.pick(nonRootDirectories)
+                let to = Self.join(random.pick(directories.filter { !Self.isWithin($0, d) }), newName("rr"))
+                try LiveFS.rename(absolute(d), absolute(to))
+                rebase(d, to: to)
+                let outsideTo = files.filter { !Self.isWithin($0, to) }
+                if !outsideTo.isEmpty {
+                    let f = random.pick(outsideTo)
+                    let fileTo = Self.join(to, newName("ri"))
+                    try LiveFS.rename(absolute(f), absolute(fileTo))
+                    files = files.map { $0 == f ? fileTo : $0 }
+                }
+                let movable = nonRootDirectories.map { Self.isWithin($0, d) ? to + $0.dropFirst(d.count) : $0 }
+                    .filter { !Self.isWithin($0, to) && !Self.isWithin(to, $0) }
+                if !movable.isEmpty {
+                    let sub = random.pick(movable)
+                    let subTo = Self.join(to, newName("rs"))
+                    try LiveFS.rename(absolute(sub), absolute(subTo))
+                    rebase(sub, to: subTo)
+                }
+                return note(op, d, to)
+            case "replace symlink by file":
+                let l = random.pick(links)
+                try LiveFS.unlink(absolute(l))
+                forget(l)
+                try LiveFS.writeFile(absolute(l), content())
+                files.append(l)
+                return note(op, l)
+            case "replace symlink by directory":
+                let l = random.pick(links)
+                try LiveFS.unlink(absolute(l))
+                forget(l)
+                try LiveFS.mkdir(absolute(l), mode: 0o700)
+                directories.append(l)
+                return note(op, l)
             case "write":
                 let f = random.pick(files)
                 try LiveFS.writeFile(absolute(f), content(), truncate: true)
