@@ -24,9 +24,9 @@ enum FS {
         if result != 0 { throw FSError(call: call, path: path, code: errno) }
     }
 
-    static func makeTemporaryDirectory() throws -> [UInt8] {
-        var template = Array("/tmp/keepsync-e2e-XXXXXX".utf8).map { CChar(bitPattern: $0) } + [0]
-        guard let p = mkdtemp(&template) else { throw FSError(call: "mkdtemp", path: Array("/tmp".utf8), code: errno) }
+    static func makeTemporaryDirectory(in base: String = "/tmp") throws -> [UInt8] {
+        var template = Array("\(base)/keepsync-e2e-XXXXXX".utf8).map { CChar(bitPattern: $0) } + [0]
+        guard let p = mkdtemp(&template) else { throw FSError(call: "mkdtemp", path: Array(base.utf8), code: errno) }
         return Array(UnsafeRawBufferPointer(start: p, count: strlen(p)))
     }
 

@@ -13,10 +13,11 @@ final class Sandbox {
     /// Mirror paths named like temp files that a test planted on purpose and expects to stay.
     var plantedTemporaryFiles: [[UInt8]] = []
 
-    init() throws {
+    /// A sandbox in a fresh directory below `base`.
+    init(in base: String = "/tmp") throws {
         binary = try #require(KeepsyncBinary.path,
                               "keepsync binary not found (looked at \(KeepsyncBinary.searchedDescription)); build it with `swift build`")
-        root = FS.realpath(try FS.makeTemporaryDirectory())
+        root = FS.realpath(try FS.makeTemporaryDirectory(in: base))
         source = root / "S"
         mirror = root / "M"
         state = root / "T"

@@ -158,7 +158,8 @@ struct SdNotifyTests {
     /// manager all that time, yet pings go on (it beats as it walks) and no gap reaches
     /// WATCHDOG_USEC, which is when systemd would kill the service.
     @Test func fullPassesLongerThanWatchdogUsecKeepThePingsGoing() async throws {
-        let sandbox = try Sandbox()
+        // 105,000 entries: on tmpfs they cost seconds to make and mirror, on a disk minutes.
+        let sandbox = try Sandbox(in: access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp")
         for d in 0..<5000 {
             let dir = sandbox.source / "d\(d)"
             try FS.mkdirs(dir)
@@ -187,6 +188,7 @@ struct SdNotifyTests {
         let gaps = zip(pings.dropFirst(), pings).map { $0 - $1 }
         #expect(pings.count >= 4 && (gaps.max() ?? 1) < 0.4,
                 "\(pings.count) pings, largest gap \(gaps.max() ?? 0) s, passes \(passes()) s\n\(socket.transcript)")
+        print("SdNotifyTests: full passes of \(passes()) s with WATCHDOG_USEC=0.4 s: \(pings.count) pings, largest gap \(gaps.max() ?? 0) s")
         agent.send(SIGTERM)
         let status = await agent.waitForExit(timeout: .seconds(10))
         #expect(status == 0, "exit \(status.map(String.init) ?? "none")\n\(agent.diagnostics)")
