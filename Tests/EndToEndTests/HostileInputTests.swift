@@ -165,42 +165,22 @@ struct HostileInputTests {
         defer { agent.killNow() }
         try await RunCommandTests.expectMirrorConverges(sandbox, agent, "initial sync")
 
-        let stop = Mutex(false), swaps = Mutex(0)
-        let mirrorRoot = sandbox.mirror
-        let mirrorSub = mirrorRoot / "sub"
-        let attacker = Thread {
-            var rng = CrashTests.Rng(seed: 0xA77)
-            var n = 0
-            while !stop.withLock({ $0 }) {
-                n += 1
-                let aside = mirrorRoot / "sub-aside-\(n)"
-                guard (try? FS.rename(mirrorSub, aside)) != nil else { usleep(200); continue }
-                if (try? FS.symlink(target: canary, at: mirrorSub)) != nil {
-                    swaps.withLock { $0 += 1 }
-                    usleep(UInt32(rng.next() % 3000))
-                    try? FS.unlink(mirrorSub)
-                }
-                try? FS.rename(aside, mirrorSub)
-                usleep(UInt32(rng.next() % 2000))
-            }
-        }
-        attacker.start()
+        let mirrorSub = sandbox.mirror / "sub"
+        let swapper = MirrorSwapper(mirrorSub, linkTo: canary, seed: 0)
         for round in 0..<200 {
             try FS.writeFile(sandbox.source / "sub/new-\(round)", "new \(round)\n")
             try FS.writeFile(sandbox.source / "sub/f\(round % 20)", "rewritten in round \(round)\n")
             if round % 10 == 0 { try FS.mkdirs(sandbox.source / "sub/d\(round)/deeper") }
             usleep(2000)
         }
-        stop.withLock { $0 = true }
-        while !attacker.isFinished { usleep(1000) }
-        if FS.lstat(mirrorSub)?.kind == .symlink { try FS.unlink(mirrorSub) }
+        let (swaps, _) = swapper.stop()
 
         let planted = try FS.list(canary)
         #expect(planted.isEmpty, "keepsync wrote through the link: \(planted.map(FS.display))")
         agent.send(SIGUSR1)
         try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after the attack and a resync")
         #expect(try FS.list(canary).isEmpty)
-        print("HostileInputTests: mirror directory swapped for a link \(swaps.withLock { $0 }) times; canary empty")
+        print("HostileInputTests: mirror directory swapped for a link \(swaps) times; canary empty")
         try await RunCommandTests.stop(agent, sandbox)
     }
 
@@ -220,42 +200,15 @@ struct HostileInputTests {
         defer { agent.killNow() }
         try await RunCommandTests.expectMirrorConverges(sandbox, agent, "initial sync")
 
-        let stop = Mutex(false), swaps = Mutex(0), stranded = Mutex(0)
-        let mirrorRoot = sandbox.mirror
-        let mirrorSub = mirrorRoot / "sub"
-        let attacker = Thread {
-            var rng = CrashTests.Rng(seed: 0xA77 &+ seed)
-            var n = 0
-            while !stop.withLock({ $0 }) {
-                n += 1
-                let aside = mirrorRoot / "sub-aside-\(n)"
-                guard (try? FS.rename(mirrorSub, aside)) != nil else { usleep(200); continue }
-                if (try? FS.symlink(target: canary, at: mirrorSub)) != nil {
-                    swaps.withLock { $0 += 1 }
-                    usleep(UInt32(rng.next() % 3000))
-                    try? FS.unlink(mirrorSub)
-                }
-                // keepsync may have made `sub` again meanwhile: that one goes, the old one comes
-                // back (as often as it takes: nothing real is left aside).
-                var tries = 0
-                while (try? FS.rename(aside, mirrorSub)) == nil, FS.exists(aside) {
-                    tries += 1
-                    if FS.lstat(mirrorSub)?.kind == .symlink { try? FS.unlink(mirrorSub) } else { try? FS.removeTree(mirrorSub) }
-                }
-                if tries > 0 { stranded.withLock { $0 += 1 } }
-                usleep(UInt32(rng.next() % 2000))
-            }
-        }
-        attacker.start()
+        let mirrorSub = sandbox.mirror / "sub"
+        let swapper = MirrorSwapper(mirrorSub, linkTo: canary, seed: seed)
         for round in 0..<200 {
             try FS.writeFile(sandbox.source / "sub/new-\(round)", "new \(round)\n")
             try FS.writeFile(sandbox.source / "sub/f\(round % 20)", "rewritten in round \(round)\n")
             usleep(1500)
         }
-        stop.withLock { $0 = true }
-        while !attacker.isFinished { usleep(1000) }
-        if FS.lstat(mirrorSub)?.kind == .symlink { try FS.unlink(mirrorSub) }
-        #expect(swaps.withLock { $0 } > 10, "the race ran: \(swaps.withLock { $0 }) swaps")
+        let (swaps, stranded) = swapper.stop()
+        #expect(swaps > 10, "the race ran: \(swaps) swaps")
 
         // Quiet: once nothing is pending, no copy is in flight and none may have left a temp
         // file (status.json is written at most once a second: its pending count may lag).
@@ -276,8 +229,8 @@ struct HostileInputTests {
         let converged = try await RunCommandTests.eventually(timeout: .seconds(15)) {
             RunCommandTests.mirrorDifferences(sandbox).isEmpty
         }
-        #expect(converged, "seed \(seed): no convergence 15 s after SIGUSR1 (\(stranded.withLock { $0 }) times sub was made again while aside):\n\(RunCommandTests.mirrorDifferences(sandbox).prefix(10).joined(separator: "\n"))\n\(RunCommandTests.statusText(sandbox))")
-        print("HostileInputTests: seed \(seed): \(swaps.withLock { $0 }) swaps, sub made again \(stranded.withLock { $0 }) times while aside, \(temps.count) temp files left")
+        #expect(converged, "seed \(seed): no convergence 15 s after SIGUSR1 (\(stranded) times sub was made again while aside):\n\(RunCommandTests.mirrorDifferences(sandbox).prefix(10).joined(separator: "\n"))\n\(RunCommandTests.statusText(sandbox))")
+        print("HostileInputTests: seed \(seed): \(swaps) swaps, sub made again \(stranded) times while aside, \(temps.count) temp files left")
         try await RunCommandTests.stop(agent, sandbox)
     }
 
@@ -424,5 +377,53 @@ extension HostileInputTests {
             }
         }
         return hits
+    }
+}
+
+/// Another process at work in the mirror: on a thread of its own it renames a mirror
+/// directory aside, puts a symlink to `linkTo` in its place, then puts the directory
+/// back (removing whatever keepsync made there meanwhile, so nothing real stays aside),
+/// at random short intervals, until `stop`.
+final class MirrorSwapper {
+    private final class State: Sendable {
+        let counts = Mutex<(stop: Bool, swaps: Int, stranded: Int)>((false, 0, 0))
+        func withLock<R>(_ body: (inout (stop: Bool, swaps: Int, stranded: Int)) -> R) -> R { counts.withLock { body(&$0) } }
+    }
+    private let state = State()
+    private let thread: Thread
+
+    init(_ directory: [UInt8], linkTo target: [UInt8], seed: UInt64) {
+        let state = self.state
+        thread = Thread {
+            var rng = CrashTests.Rng(seed: 0xA77 &+ seed)
+            var n = 0
+            while !state.withLock({ $0.stop }) {
+                n += 1
+                let aside = directory + Array("-aside-\(n)".utf8)
+                guard (try? FS.rename(directory, aside)) != nil else { usleep(200); continue }
+                if (try? FS.symlink(target: target, at: directory)) != nil {
+                    state.withLock { $0.swaps += 1 }
+                    usleep(UInt32(rng.next() % 3000))
+                    try? FS.unlink(directory)
+                }
+                var tries = 0
+                while (try? FS.rename(aside, directory)) == nil, FS.exists(aside) {
+                    tries += 1
+                    if FS.lstat(directory)?.kind == .symlink { try? FS.unlink(directory) } else { try? FS.removeTree(directory) }
+                }
+                if tries > 0 { state.withLock { $0.stranded += 1 } }
+                usleep(UInt32(rng.next() % 2000))
+            }
+            if FS.lstat(directory)?.kind == .symlink { try? FS.unlink(directory) }
+        }
+        thread.start()
+    }
+
+    /// Stops the thread and waits for it; returns how many swaps it made, and how often
+    /// keepsync had made the directory again while the real one was aside.
+    func stop() -> (swaps: Int, stranded: Int) {
+        state.withLock { $0.stop = true }
+        while !thread.isFinished { usleep(1000) }
+        return state.withLock { ($0.swaps, $0.stranded) }
     }
 }

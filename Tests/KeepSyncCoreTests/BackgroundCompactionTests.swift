@@ -69,20 +69,14 @@ struct BackgroundCompactionTests {
     func failedCompactionKeepsChanges() async throws {
         let w = await Self.syncedWorld()
 
-        let failing = Mutex(true)
-        w.mirror.failure.withLock {
-            $0 = { op, path in
-                guard op == .barrier, failing.withLock({ $0 }) else { return nil }
-                return KeepSyncError(.io, "syncfs: injected EIO", path: path)
-            }
-        }
+        let failing = Self.failBarriers(w)
         await Self.rewrite(w, "a.txt", "two two")
         await w.manager.compactRecordsInBackground()
         await w.manager.drainRecords()
         #expect(Self.storedSize(w, "a.txt") == 3, "the store took a record whose data was not durable")
         #expect(await ManagerHarness.eventually { await w.manager.snapshot().errors[.root]?.contains("cannot write records") == true })
 
-        failing.withLock { $0 = false }
+        failing.set(false)
         await Self.rewrite(w, "b.txt", "three three three")
         await w.settle()
         let live = await w.manager.simulationRecords().records
@@ -94,20 +88,14 @@ struct BackgroundCompactionTests {
     @Test("the compaction at stop makes the mirror durable first: while syncfs fails it writes nothing")
     func compactionAtStopWaitsForTheBarrier() async throws {
         let w = await Self.syncedWorld()
-        let failing = Mutex(true)
-        w.mirror.failure.withLock {
-            $0 = { op, path in
-                guard op == .barrier, failing.withLock({ $0 }) else { return nil }
-                return KeepSyncError(.io, "syncfs: injected EIO", path: path)
-            }
-        }
+        let failing = Self.failBarriers(w)
         await Self.rewrite(w, "a.txt", "two two")
         await w.manager.drainRecords()
         let compactions = w.store.compactions
         await #expect(throws: KeepSyncError.self) { try await w.manager.compactRecords() }
         #expect(Self.storedSize(w, "a.txt") == 3, "the compaction claimed a copy no barrier made durable")
         #expect(w.store.compactions == compactions)
-        failing.withLock { $0 = false }
+        failing.set(false)
         try await w.manager.compactRecords()
         #expect(Self.storedSize(w, "a.txt") == 7)
     }
@@ -122,5 +110,26 @@ struct BackgroundCompactionTests {
         await w.manager.compactRecordsInBackground()
         #expect(w.store.compactions == before + 1)
         #expect(try w.store.load().records == (await w.manager.simulationRecords().records))
+    }
+
+    /// Makes the mirror's barriers (syncfs) fail with EIO until the returned switch is
+    /// set to false.
+    static func failBarriers(_ w: World) -> Switch {
+        let failing = Switch(true)
+        w.mirror.failure.withLock {
+            $0 = { op, path in
+                guard op == .barrier, failing.isOn else { return nil }
+                return KeepSyncError(.io, "syncfs: injected EIO", path: path)
+            }
+        }
+        return failing
+    }
+
+    /// A flag set from the test and read by a failure hook.
+    final class Switch: Sendable {
+        private let value: Mutex<Bool>
+        init(_ on: Bool) { value = Mutex(on) }
+        var isOn: Bool { value.withLock { $0 } }
+        func set(_ on: Bool) { value.withLock { $0 = on } }
     }
 }

@@ -870,19 +870,9 @@ extension LiveMirrorTests {
                 }
                 return note(op, d, to)
             case "replace symlink by file":
-                let l = random.pick(links)
-                try LiveFS.unlink(absolute(l))
-                forget(l)
-                try LiveFS.writeFile(absolute(l), content())
-                files.append(l)
-                return note(op, l)
+                return try replace(random.pick(links), by: S_IFREG, op)
             case "replace symlink by directory":
-                let l = random.pick(links)
-                try LiveFS.unlink(absolute(l))
-                forget(l)
-                try LiveFS.mkdir(absolute(l), mode: 0o700)
-                directories.append(l)
-                return note(op, l)
+                return try replace(random.pick(links), by: S_IFDIR, op)
             case "write":
                 let f = random.pick(files)
                 try LiveFS.writeFile(absolute(f), content(), truncate: true)
@@ -956,26 +946,11 @@ extension LiveMirrorTests {
                 try LiveFS.chmod(absolute(d), random.pick([0o755, 0o750, 0o700, 0o775, 0o711]))
                 return note("chmod directory", d)
             case "replace directory by file":
-                let d = random.pick(nonRootDirectories)
-                try LiveFS.removeTree(absolute(d))
-                forget(d)
-                try LiveFS.writeFile(absolute(d), content())
-                files.append(d)
-                return note(op, d)
+                return try replace(random.pick(nonRootDirectories), by: S_IFREG, op)
             case "replace file by directory":
-                let f = random.pick(files)
-                try LiveFS.unlink(absolute(f))
-                forget(f)
-                try LiveFS.mkdir(absolute(f), mode: 0o755)
-                directories.append(f)
-                return note(op, f)
+                return try replace(random.pick(files), by: S_IFDIR, op)
             case "replace file by symlink":
-                let f = random.pick(files)
-                try LiveFS.unlink(absolute(f))
-                forget(f)
-                try LiveFS.symlink(Array("replaced".utf8), at: absolute(f))
-                links.append(f)
-                return note(op, f)
+                return try replace(random.pick(files), by: S_IFLNK, op)
             case "move out":
                 let candidates = nonRootDirectories + files + links
                 guard !candidates.isEmpty else { return try create() }
@@ -1022,6 +997,29 @@ extension LiveMirrorTests {
             default:
                 return try create()
             }
+        }
+
+        /// Removes what is at `path` (a whole tree for a directory) and makes an entry of
+        /// `kind` in its place.
+        mutating func replace(_ path: [UInt8], by kind: mode_t, _ op: String) throws -> String {
+            if LiveFS.lstat(absolute(path)).map({ $0.st_mode & S_IFMT == S_IFDIR }) == true {
+                try LiveFS.removeTree(absolute(path))
+            } else {
+                try LiveFS.unlink(absolute(path))
+            }
+            forget(path)
+            switch kind {
+            case S_IFREG:
+                try LiveFS.writeFile(absolute(path), content())
+                files.append(path)
+            case S_IFDIR:
+                try LiveFS.mkdir(absolute(path), mode: random.pick([0o755, 0o700]))
+                directories.append(path)
+            default:
+                try LiveFS.symlink(Array("replaced".utf8), at: absolute(path))
+                links.append(path)
+            }
+            return note(op, path)
         }
 
         mutating func create() throws -> String {
