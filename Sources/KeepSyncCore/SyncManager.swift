@@ -398,10 +398,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         startCopies()
     }
 
-    /// `1.25 s`.
+    /// `12 ms` below a second, `1.25 s` above.
     static func seconds(_ d: Duration) -> String {
-        let centiseconds = Int(d / .milliseconds(10))
-        return "\(Double(centiseconds) / 100) s"
+        let ms = Int(d / .milliseconds(1))
+        return ms < 1000 ? "\(ms) ms" : "\(Double(ms / 10) / 100) s"
     }
 
     // MARK: Failures

@@ -172,7 +172,9 @@ struct SdNotifyTests {
         func passes() -> [Double] {
             agent.stderrLines.compactMap { line -> Double? in
                 guard line.hasPrefix("<7>keepsync: debug: full pass: nothing to repair"), let r = line.range(of: " checked in ") else { return nil }
-                return Double(line[r.upperBound...].prefix { $0 != " " })
+                let words = line[r.upperBound...].split(separator: " ")
+                guard words.count >= 2, let n = Double(words[0]) else { return nil }
+                return words[1].hasPrefix("ms") ? n / 1000 : n
             }
         }
         let ready = await socket.waitFor(.seconds(60)) { $0.has("READY") }
