@@ -138,6 +138,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// copied last for each (device, inode), and since when the first one waits.
     var linkedCopies: [InodeKey: RelativePath] = [:]
     var linkedSince: C.Instant?
+    /// Source files with more than one name, as the scans saw them (a full pass sees all).
+    var hardLinked: Set<InodeKey> = []
     var heldDeletes = 0
     var fullPasses = 0
     var resyncing = false
@@ -368,6 +370,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         let options = engine.options
         do {
             let scan = try engine.prepare(.root)
+            hardLinked = scan.hardLinked
             passPlanned = scan.plannedCopies
             passCopied = (0, 0)
             let summary = engine.apply(scan, deferCopies: true, exempt: exempt)
@@ -470,6 +473,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         defer { engine.options = saved }
         do {
             let scan = try engine.scan(scope)
+            hardLinked.formUnion(scan.hardLinked)
+            noteLinkedNamesGoing(scan)
             let summary = engine.apply(scan, deferCopies: true, exempt: exempt)
             noteLinkedChanges(scan)
             let queuedAgain = Set(summary.deferredCopies)
@@ -576,6 +581,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             clearFailures(within: path)
             if let copied {
                 if copied.source.links > 1 {
+                    hardLinked.insert(InodeKey(device: copied.source.device, inode: copied.source.inode))
                     linkedCopies[InodeKey(device: copied.source.device, inode: copied.source.inode)] = copied.path
                     if linkedSince == nil { linkedSince = clock.now }
                 }
@@ -617,10 +623,23 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         }
     }
 
-    /// A source file's identity.
-    struct InodeKey: Hashable {
-        var device: UInt64
-        var inode: UInt64
+    /// A name of a hard-linked file that goes (removed, replaced, or below a directory that
+    /// goes) may have been written through just before, and its events name only it: its
+    /// other names are looked at, as after a copy. Called before the scan is applied, while
+    /// the records below a removed directory are still there.
+    func noteLinkedNamesGoing(_ scan: SyncScan) {
+        guard !hardLinked.isEmpty else { return }
+        let table = engine.records.records
+        for step in scan.steps {
+            guard case .path(let state, let actions, _) = step, actions.contains(where: \.isDeletion) else { continue }
+            for slot in table.slots(within: state.path) {
+                guard let (path, record) = table.entry(atSlot: slot), record.kind == .regular else { continue }
+                let key = InodeKey(device: record.device, inode: record.inode)
+                guard hardLinked.contains(key) else { continue }
+                linkedCopies[key] = path
+                if linkedSince == nil { linkedSince = clock.now }
+            }
+        }
     }
 
     /// A hard-linked file written through one name changed under its other names too

@@ -56,6 +56,14 @@ public struct SyncScan: Sendable {
     public var visitedRecords = BitSet()
     /// Records below the scope for paths the scan found on neither side.
     public var staleRecords: [RelativePath] = []
+    /// Regular source files with more than one name.
+    var hardLinked: Set<InodeKey> = []
+}
+
+/// A source file's identity.
+struct InodeKey: Hashable, Sendable {
+    var device: UInt64
+    var inode: UInt64
 }
 
 /// A path moved to another.
@@ -133,6 +141,7 @@ public struct TreeScanner {
     private func scanPath(_ path: RelativePath, source s: FileStat?, mirror m: FileStat?, into scan: inout SyncScan,
                           collect: Bool, prefetcher: ScanPrefetcher?) throws {
         heartbeat?.beat()
+        if let s, s.kind == .regular, s.links > 1 { scan.hardLinked.insert(InodeKey(device: s.device, inode: s.inode)) }
         let slot = records.records.slotIndex(of: path)
         let record = slot.flatMap { records.records.value(atSlot: $0, path: path) }
         if let slot { scan.visitedRecords.insert(slot) }

@@ -1111,4 +1111,36 @@ struct SyncManagerTests {
         await h.fullSync()
         #expect(await h.manager.nextDeadline() == nil)
     }
+
+    @Test("a hard-linked file written through one name that goes away before its copy still reaches its other names",
+          arguments: ["rm the name", "rm -r its directory", "replace the name by a directory"])
+    func linkedWriteThenNameGone(how: String) async {
+        let h = ManagerHarness()
+        // In directories of their own: a pass over b's directory or its parent meets no a.
+        let a = Self.p("y/a"), x = Self.p("x"), b = Self.p("x/b")
+        h.source.makeDirectory(x)
+        h.source.makeDirectory(Self.p("y"))
+        h.source.writeFile(b, Self.b("one"))
+        h.source.hardLink(b, at: a)
+        await h.fullSync()
+        h.expectMirrorEqualsSource()
+        // Written through b: inotify names b only.
+        h.source.writeFile(b, Self.b("two two"))
+        await h.receive(.changed(b), .closedAfterWrite(b))
+        switch how {
+        case "rm the name":
+            h.source.delete(b)
+            await h.receive(.removed(b))
+        case "rm -r its directory":
+            h.source.delete(x)
+            await h.receive(.removed(b), .removed(x))
+        default:
+            h.source.delete(b)
+            h.source.makeDirectory(b)
+            await h.receive(.removed(b), .changed(b))
+        }
+        #expect(h.source.node(a)?.content == Self.b("two two"))
+        for _ in 0..<3 { await h.settleAndProcess() }
+        h.expectMirrorEqualsSource()
+    }
 }

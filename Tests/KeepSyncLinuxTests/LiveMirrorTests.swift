@@ -222,11 +222,15 @@ struct LiveMirrorTests {
         return true
     }
 
-    /// Records the outcome's issues, with the last operations when it failed, and prints
-    /// what the workload did.
+    /// Records the outcome's issues, with the last operations when it failed (all of them
+    /// to `$KEEPSYNC_WORKLOAD_DUMP-<what>` when that is set), and prints what the workload did.
     static func report(_ outcome: LiveAgent.Outcome, _ live: LiveAgent, _ workload: Workload, log: [String], _ what: String) {
         if !outcome.converged || !outcome.directoryTimesConverged || !outcome.errors.isEmpty || outcome.counts != nil {
             print("\(what): last operations:\n" + log.suffix(40).joined(separator: "\n"))
+            if let dump = getenv("KEEPSYNC_WORKLOAD_DUMP") {
+                try? LiveFS.writeFile(Array((String(cString: dump) + "-" + what.split(separator: " ").joined(separator: "_")).utf8),
+                                      Array(log.joined(separator: "\n").utf8))
+            }
         }
         live.expect(outcome, what)
         print("LiveMirrorTests: \(what): \(workload.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); converged in \(outcome.elapsed)")
