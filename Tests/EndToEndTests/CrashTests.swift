@@ -50,14 +50,16 @@ struct CrashTests {
             let child = try RunCommandTests.Agent(binary: sandbox.binary,
                                                   arguments: ((["sync"] as [any CommandArgument]) + sandbox.paths).map(\.argumentBytes),
                                                   environment: sandbox.environment, stderrPath: sandbox.root / "sync-killed.stderr")
+            let spawned = clock.now
             try await Task.sleep(for: delay)  // the random kill instant
-            let endedEarly = child.poll() != nil
+            let lifetime = child.poll() == nil ? nil : clock.now - spawned
             child.send(SIGKILL)
             let exit = try await child.waitForExit(timeout: .seconds(30))
             try #require(exit != nil, "round \(rounds): the killed sync never ended")
-            if exit == 0, endedEarly {
-                // It ended before `delay` (seen only after the sleep): aim below that.
-                durationNs = min(durationNs, Self.nanoseconds(delay)) * 9 / 10
+            if exit == 0, let lifetime {
+                // It ended before it was seen to (a sleep may overrun): aim below that, but
+                // never below a tenth of the uninterrupted sync.
+                durationNs = max(Self.nanoseconds(measured) / 10, min(durationNs, Self.nanoseconds(lifetime)) * 9 / 10)
             } else if exit == 128 + SIGKILL, Self.nanoseconds(delay) > durationNs * 3 / 4 {
                 durationNs += durationNs / 10
             }
