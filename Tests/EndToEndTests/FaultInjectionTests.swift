@@ -8,7 +8,7 @@ import Testing
 /// mirror that fills up, a mirror remounted read-only, fsync and syncfs failing with EIO
 /// (strace), unreadable source paths for an unprivileged agent (setpriv), and a source
 /// root unmounted or renamed away while `run` mirrors it. Needs root (mount, setpriv).
-@Suite(.serialized)
+@Suite(.serialized, .enabled(if: geteuid() == 0, "needs root: it mounts file systems and drops privileges with setpriv"))
 struct FaultInjectionTests {
     // MARK: ENOSPC
 
@@ -94,7 +94,7 @@ struct FaultInjectionTests {
     // MARK: EIO
 
     @Test func anFsyncThatFailsWithEioIsNeverFollowedByItsRenameAndTheFileIsRetriedLater() async throws {
-        let strace = try #require(SyscallCrashTests.findProgram("strace"), "strace is not installed (.ci/run installs it)")
+        let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
         let sandbox = try Sandbox()
         try sandbox.buildSmallSource()
         let agent = try await RunCommandTests.start(sandbox)
@@ -139,7 +139,7 @@ struct FaultInjectionTests {
     }
 
     @Test func aSyncfsThatFailsWithEioRenamesNoneOfItsGroupAndTheNextSyncConverges() throws {
-        let strace = try #require(SyscallCrashTests.findProgram("strace"), "strace is not installed (.ci/run installs it)")
+        let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
         let sandbox = try Sandbox()
         for d in 0..<4 {
             try FS.mkdir(sandbox.source / "d\(d)")
@@ -172,7 +172,7 @@ struct FaultInjectionTests {
     // MARK: Unreadable source paths
 
     @Test func anUnprivilegedAgentReportsExactlyTheUnreadableFileAndDirectoryAndSyncsEverythingElse() async throws {
-        let setpriv = try #require(SyscallCrashTests.findProgram("setpriv"), "setpriv (util-linux) is not installed")
+        let setpriv = try SyscallCrashTests.requireProgram("setpriv", package: "util-linux")
         let sandbox = try Sandbox()
         try sandbox.buildSmallSource()
         try FS.writeFile(sandbox.source / "secret.txt", "not for you\n")

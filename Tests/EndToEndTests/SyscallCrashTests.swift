@@ -47,7 +47,7 @@ struct SyscallCrashTests {
     ]
 
     @Test func aSyncKilledAtAnyCallOfItsKeySyscallsLeavesCompleteFilesTrueRecordsAndARestartConverges() throws {
-        let strace = try #require(Self.findProgram("strace"), "strace is not installed (.ci/run installs it)")
+        let strace = try Self.requireProgram("strace", package: "strace")
         var points = 0, completed = 0, failures = 0
         var perTarget: [String] = []
         for target in Self.targets {
@@ -88,6 +88,15 @@ struct SyscallCrashTests {
             n += step
         }
         return points
+    }
+
+    /// The path of `name`, or the test is skipped, saying why (`.ci/run` installs every
+    /// program the tests use and fails when one is still missing).
+    static func requireProgram(_ name: String, package: String) throws -> [UInt8] {
+        guard let path = findProgram(name) else {
+            try Test.cancel("\(name) is not installed (apt install \(package); .ci/run installs it)")
+        }
+        return path
     }
 
     static func findProgram(_ name: String) -> [UInt8]? {
