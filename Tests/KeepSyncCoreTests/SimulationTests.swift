@@ -11,7 +11,10 @@ import Testing
 /// mirror or store operation followed by a restart from the stored records. I2, I4 and I5
 /// are checked after every step; I1, I3, I5 and I7 once the source is quiet.
 ///
-/// `KEEPSYNC_SIM_SEEDS=N` runs N seeds (default 2,000), `KEEPSYNC_SIM_SEED=S` runs one and
+/// `KEEPSYNC_SIM_SEEDS=N` runs N fixed seeds (default 2,000), then 500 more from a base
+/// that changes every run (printed; `KEEPSYNC_SIM_BASE=B` replays that range,
+/// `KEEPSYNC_SIM_ROTATING=N` sets its size), so coverage grows from run to run.
+/// `KEEPSYNC_SIM_SEED=S` runs one and
 /// prints its trace (`KEEPSYNC_SIM_VERBOSE=1`: with debug log and every mirror call);
 /// `KEEPSYNC_SIM_STEPS=K` overrides the steps per seed (to shrink a failure);
 /// `KEEPSYNC_SIM_LIST=1` prints one line per seed (trace fingerprint, violations). A failing
@@ -20,6 +23,7 @@ import Testing
 @Suite("Simulation")
 struct SimulationTests {
     static let defaultSeeds = 2_000
+    static let defaultRotatingSeeds = 500
 
     /// The minimal seeds (and steps) of the bugs found, replayed by SimulationRegressionTests.
     static let bugASeed: (seed: UInt64, steps: Int) = (618, 1)    // fixed in 89099e1
@@ -68,6 +72,7 @@ struct SimulationTests {
     func seeds() async {
         let env = Self.environment
         let seeds: [UInt64]
+        var rotating: [UInt64] = []
         var single = false
         if let one = env["KEEPSYNC_SIM_SEED"].flatMap({ UInt64($0) }) {
             seeds = [one]
@@ -75,10 +80,17 @@ struct SimulationTests {
         } else {
             let n = env["KEEPSYNC_SIM_SEEDS"].flatMap { Int($0) } ?? Self.defaultSeeds
             seeds = Array(0..<UInt64(max(0, n)))
+            // Above the fixed range; from the wall clock unless replayed.
+            let base = env["KEEPSYNC_SIM_BASE"].flatMap { UInt64($0) }
+                ?? 1_000_000 + UInt64(Date().timeIntervalSince1970 * 1000) % 1_000_000_000_000
+            let count = env["KEEPSYNC_SIM_ROTATING"].flatMap { Int($0) } ?? Self.defaultRotatingSeeds
+            rotating = Array(base..<base + UInt64(max(0, count)))
+            print("simulation: rotating seeds \(base)..<\(base + UInt64(rotating.count)) (replay: KEEPSYNC_SIM_BASE=\(base) swift test --filter SimulationTests)")
         }
         let started = ContinuousClock.now
-        let outcomes = await Self.runSeeds(seeds, steps: Self.steps, verbose: single && env["KEEPSYNC_SIM_VERBOSE"] != nil)
+        let all = await Self.runSeeds(seeds + rotating, steps: Self.steps, verbose: single && env["KEEPSYNC_SIM_VERBOSE"] != nil)
         let elapsed = ContinuousClock.now - started
+        let outcomes = Array(all.prefix(seeds.count))
 
         var totals: [String: Int] = [:]
         for o in outcomes { for (k, v) in o.stats { totals[k, default: 0] += v } }
@@ -91,11 +103,24 @@ struct SimulationTests {
             digest = SimulationRandom.mix(digest ^ one)
         }
         totals["traceDigest\(String(digest & 0xFFFFFF, radix: 16))"] = 1
-        print("simulation: \(outcomes.count) seeds in \(Self.seconds(elapsed))s; "
+        print("simulation: \(outcomes.count) seeds (and \(rotating.count) rotating) in \(Self.seconds(elapsed))s; "
               + totals.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
         if single, let o = outcomes.first { print(o.trace.joined(separator: "\n")) }
+        if !rotating.isEmpty {
+            var more: [String: Int] = [:]
+            for o in all.dropFirst(seeds.count) { for (k, v) in o.stats { more[k, default: 0] += v } }
+            print("simulation: \(rotating.count) rotating seeds: "
+                  + more.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        }
+        // The machinery fired: a default run that crashed, faulted, overflowed, damaged the
+        // store and compacted nowhere would prove nothing.
+        if seeds.count >= Self.defaultSeeds {
+            for key in ["crashes", "faults", "overflows", "storeDamage", "backgroundCompactions", "interference"] {
+                #expect(totals[key, default: 0] > 0, "no \(key) in \(seeds.count) seeds")
+            }
+        }
 
-        for o in outcomes where !o.violations.isEmpty {
+        for o in all where !o.violations.isEmpty {
             let shown = o.violations.prefix(3).joined(separator: "\n  ")
             Issue.record(Comment(rawValue: "seed \(o.seed): \(o.violations.count) violation(s)\n  \(shown)\n\(Self.replay(o.seed))"))
         }
