@@ -98,6 +98,8 @@ final class SimulationRun {
     var rng: SimulationRandom
     /// Decides background compactions, apart from `rng`.
     var compactions: SimulationRandom
+    /// Decides whether a crash is a power cut and what it keeps, apart from `rng`.
+    var cuts: SimulationRandom
     let source = InMemoryTree(device: 1)
     let mirrorTree = InMemoryTree(device: 2)
     let durable = InMemoryStore()
@@ -137,6 +139,7 @@ final class SimulationRun {
         self.thread = thread
         rng = SimulationRandom(seed: seed)
         compactions = SimulationRandom(seed: seed, stream: 5)
+        cuts = SimulationRandom(seed: seed, stream: 7)
         settings = SimulationSettings(&rng, steps: steps)
         power = SimulationPower(seed: seed)
         faults = SimulationFaults(seed: seed)
@@ -151,6 +154,7 @@ final class SimulationRun {
         logger = .silent
         let faults = self.faults
         mirrorTree.failure.withLock { $0 = { op, path in faults.mirror(op.rawValue, path) } }
+        mirrorTree.tracksDurability()
         source.failure.withLock { $0 = { op, path in faults.source(op, path) } }
         sourceChanged()
     }
@@ -387,6 +391,16 @@ final class SimulationRun {
         queue.removeAll()
         copies.discardAll()
         mirrorTree.abandonStaging()
+        if cuts.chance(0.5) {
+            // A power cut, not just a killed process: what no barrier made durable may go.
+            let mode = cuts.pick(InMemoryTree.PowerCut.allCases)
+            let cut = mirrorTree.powerCut(mode) { self.cuts.chance(0.5) }
+            note("  power cut, \(mode.rawValue): \(cut.kept) of \(cut.pending) changes kept, \(cut.dataLost) files emptied")
+            count("powerCuts")
+            count("powerCutChangesLost", cut.pending - cut.kept)
+            count("powerCutFilesEmptied", cut.dataLost)
+            checkpoint("after a power cut")
+        }
         power.revive()
         if rng.chance(0.1) {
             let lost = store.tearTail(rng.int(1...3))
