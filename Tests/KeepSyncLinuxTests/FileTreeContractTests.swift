@@ -415,6 +415,19 @@ struct FileTreeContractTests {
         }
     }
 
+    @Test("a path through a symlink to a directory inside the tree is never followed: open, stat and list refuse it",
+          arguments: Kind.allCases)
+    func symlinkedDirectoryInsideTheTree(kind: Kind) throws {
+        let f = try Fixture(kind)
+        defer { f.cleanup() }
+        try f.sourceRaw.makeDirectory(Self.p("dir"), mode: 0o755)
+        try f.sourceRaw.writeFile(Self.p("dir/inner"), Self.b("inner bytes"), mode: 0o644, mtime: Self.t1)
+        try f.sourceRaw.makeLink(Self.p("alias"), to: Self.b("dir"))
+        #expect(throws: KeepSyncError.self, "open through the link") { _ = try f.source.open(Self.p("alias/inner")) }
+        #expect(((try? f.source.stat(Self.p("alias/inner"))) ?? nil) == nil, "stat through the link")
+        #expect(((try? f.source.list(Self.p("alias"))) ?? []).isEmpty, "list through the link")
+    }
+
     // MARK: install
 
     @Test("install creates a file with the source's content, mode and mtime and returns its new inode",
