@@ -1,5 +1,6 @@
 import Glibc
 import Dispatch
+import Synchronization
 import KeepSyncCore
 
 /// `keepsync run`: the long-running agent. Takes the lock, starts watching (watch
@@ -26,6 +27,9 @@ actor Agent {
     var lastFullSync: String?
     var seenPasses = 0
     var lastStatus = ""
+    /// Set when the last status write failed (a full disk, EIO): the same report is then
+    /// written again, else status.json would stay stale until something changed.
+    let statusWriteFailed = Atomic<Bool>(false)
     var lastStatusWrite = ContinuousClock.now - .seconds(10)
     var rootProblem: String?
     /// The source root's recorded identity.
@@ -336,17 +340,18 @@ actor Agent {
                                   lastFullSync: lastFullSync, heldDeletes: snapshot?.heldDeletes ?? 0, errors: errors)
         let json = report.json
         let now = ContinuousClock.now
-        guard json != lastStatus, force || now - lastStatusWrite >= .seconds(1) else { return }
+        guard json != lastStatus || statusWriteFailed.load(ordering: .acquiring),
+              force || now - lastStatusWrite >= .seconds(1) else { return }
         lastStatus = json
         lastStatusWrite = now
+        statusWriteFailed.store(false, ordering: .releasing)
         let path = settings.state + Array("/status.json".utf8), bytes = Array(json.utf8)
+        let write: @Sendable () -> Void = { [self] in
+            do { try HostPaths.writeAtomically(path, bytes) } catch { self.statusWriteFailed.store(true, ordering: .releasing) }
+        }
         // Its fsync must not hold a thread of the concurrency pool (two on two cores) while
         // a copy waits for the manager; a forced write (exit, error) is done on return.
-        if force {
-            Agent.statusQueue.sync { try? HostPaths.writeAtomically(path, bytes) }
-        } else {
-            Agent.statusQueue.async { try? HostPaths.writeAtomically(path, bytes) }
-        }
+        if force { Agent.statusQueue.sync(execute: write) } else { Agent.statusQueue.async(execute: write) }
     }
 
     /// Writes status.json, in order, off the concurrency pool.

@@ -120,7 +120,7 @@ struct FaultInjectionTests {
         #expect(converged, "after failed fsyncs: \(RunCommandTests.mirrorDifferences(sandbox))\n\(RunCommandTests.statusText(sandbox))\n\(agent.stderrText)")
         let cleared = try await RunCommandTests.eventually(timeout: .seconds(10)) { Self.statusErrors(sandbox).isEmpty }
         #expect(cleared, "the file's error stays after it synced: \(RunCommandTests.statusText(sandbox))")
-        tracer.send(SIGINT)
+        tracer.send(SIGTERM)
         _ = try await tracer.waitForExit(timeout: .seconds(10))
 
         let lines = String(decoding: try FS.readFile(log), as: UTF8.self).split(separator: "\n").map(String.init)
@@ -135,6 +135,51 @@ struct FaultInjectionTests {
         }
         #expect(agent.stderrLines.contains { $0.contains("written.bin") && $0.contains("Input/output error") },
                 "the failure is not in the log\n\(agent.stderrText)")
+        try await RunCommandTests.stop(agent, sandbox)
+    }
+
+    @Test func aStatusWriteThatFailsIsWrittenAgainThoughNothingChangesAfterIt() async throws {
+        let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await RunCommandTests.start(sandbox)
+        defer { agent.killNow() }
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "initial sync")
+        let filesBefore = try #require((RunCommandTests.status(sandbox)?["files"] as? NSNumber)?.intValue)
+
+        // Every fsync of status.json's temp file fails while the tracer is attached.
+        let log = sandbox.root / "strace.log", temp = sandbox.state / "status.json.tmp"
+        let tracer = try RunCommandTests.Agent(
+            binary: strace,
+            arguments: ["-f", "-qq", "-y", "-s", "4096", "-p", "\(agent.pid)", "-o", String(decoding: log, as: UTF8.self),
+                        "-P", String(decoding: temp, as: UTF8.self), "-e", "trace=write,fsync", "-e", "inject=fsync:error=EIO"].map { Array($0.utf8) },
+            environment: sandbox.environment, stderrPath: sandbox.root / "strace.stderr")
+        defer { tracer.killNow() }
+        let attached = try await RunCommandTests.eventually(timeout: .seconds(10)) { Self.fullyTraced(agent.pid) }
+        try #require(attached, "strace did not attach to every thread of \(agent.pid)")
+
+        // One more file: the report that says so is the last one, and its write fails.
+        try FS.writeFile(sandbox.source / "one-more.txt", "one more\n")
+        let final = "\"files\": \(filesBefore + 1),"
+        let failedFinal = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+            // strace writes the JSON's quotes as \"
+            let lines = String(decoding: (try? FS.readFile(log)) ?? [], as: UTF8.self).replacingOccurrences(of: "\\", with: "").split(separator: "\n")
+            guard let at = lines.lastIndex(where: { $0.hasPrefix("write(") || $0.contains(" write(") }),
+                  lines[at].contains(final), lines[at].contains("\"pending\": 0,"), lines[at].contains("\"errors\": []") else { return false }
+            return lines[at...].contains { $0.contains("fsync(") && $0.contains("(INJECTED)") }
+        }
+        try #require(failedFinal, "no failed write of the final report:\n\(String(decoding: (try? FS.readFile(log)) ?? [], as: UTF8.self))")
+        tracer.send(SIGTERM)
+        let detached = try await tracer.waitForExit(timeout: .seconds(10))
+        try #require(detached != nil, "strace did not detach on SIGTERM")
+        let injected = String(decoding: try FS.readFile(log), as: UTF8.self).split(separator: "\n").filter { $0.contains("(INJECTED)") }.count
+        #expect(injected >= 1)
+
+        // Nothing changes any more, and yet status.json comes to say what is true.
+        let rewritten = try await RunCommandTests.eventually(timeout: .seconds(10)) {
+            (RunCommandTests.status(sandbox)?["files"] as? NSNumber)?.intValue == filesBefore + 1
+        }
+        #expect(rewritten, "status.json stays stale after its write failed (\(injected) injected fsync failures): \(RunCommandTests.statusText(sandbox))")
         try await RunCommandTests.stop(agent, sandbox)
     }
 

@@ -295,8 +295,16 @@ extension RunCommandTests {
             // Pipes other tests are creating right now must not leak into this long-lived child
             // (glibc >= 2.34; Swift's Glibc module does not import the _np declaration).
             if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
+            // The test runner's signal mask is not the child's (strace must get SIGTERM).
+            var attributes = posix_spawnattr_t()
+            posix_spawnattr_init(&attributes)
+            defer { posix_spawnattr_destroy(&attributes) }
+            var none = sigset_t()
+            sigemptyset(&none)
+            posix_spawnattr_setsigmask(&attributes, &none)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
             var pid: pid_t = 0
-            let rc = posix_spawn(&pid, argv[0]!, &actions, nil, argv, envp)
+            let rc = posix_spawn(&pid, argv[0]!, &actions, &attributes, argv, envp)
             guard rc == 0 else { throw SpawnError(description: "posix_spawn keepsync: errno \(rc)") }
             self.pid = pid
         }
