@@ -77,7 +77,8 @@ struct SyscallOrder {
         for raw in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             guard let space = raw.firstIndex(of: " ") else { continue }
             let pid = raw[..<space]
-            var line = String(raw[raw.index(after: space)...])
+            // The pid column is padded to five places: `8891  write(…`.
+            var line = String(raw[raw.index(after: space)...].drop { $0 == " " })
             if line.hasSuffix("<unfinished ...>") {
                 unfinished[pid] = String(line.dropLast("<unfinished ...>".count))
                 continue
