@@ -16,7 +16,8 @@ import Testing
 /// - a restart (`keepsync sync`, the records' inode numbers mapped onto the new files)
 ///   converges to the source.
 /// Recorded: a first `sync`, a `sync` after changes (rewrites, a directory renamed,
-/// deletions), and `run` through a burst of long-named files (a background compaction),
+/// deletions), and `run` through a burst of files and of links with long targets (their
+/// records outgrow the log's 1 MiB allowance: a background compaction),
 /// live rewrites, and its stop (a compaction).
 @Suite(.serialized)
 struct PowerCutTests {
@@ -46,7 +47,7 @@ struct PowerCutTests {
         try FS.mkdirs(sandbox.mirror)
         try FS.mkdirs(sandbox.state)
         let first = try Recording.sync(sandbox, strace: strace, label: "first sync")
-        totals.add(try first.check(sandbox, versions: versions, states: 70, rng: &rng))
+        totals.add(try first.check(sandbox, versions: versions, states: 90, rng: &rng))
 
         // 2. A sync after changes: rewrites, a directory renamed, deletions.
         for f in 0..<8 { try versions.write(sandbox.source / "d1/f\(f)", seed: UInt64(500 + f), length: 1_000 + f) }
@@ -55,15 +56,16 @@ struct PowerCutTests {
         versions.renamed(sandbox.source / "d2", to: sandbox.source / "d2-renamed")
         for f in 0..<3 { try FS.unlink(sandbox.source / "d0/f\(f + 4)") }
         let second = try Recording.sync(sandbox, strace: strace, label: "sync after changes")
-        totals.add(try second.check(sandbox, versions: versions, states: 60, rng: &rng))
+        totals.add(try second.check(sandbox, versions: versions, states: 80, rng: &rng))
 
-        // 3. run: a burst of long paths (the log outgrows 1 MiB: a background compaction),
-        // live rewrites, then a stop (a compaction).
+        // 3. run: a burst of files, and of links whose 4 KB targets outgrow the log's 1 MiB
+        // (a background compaction), live rewrites, then a stop (a compaction).
         let live = try await Recording.run(sandbox, strace: strace, label: "run") { agent in
-            var deep = sandbox.source / "burst"
-            for level in 0..<13 { deep = deep / bytes(String(repeating: "\(level % 10)", count: 250)) }
-            try FS.mkdirs(deep)
-            for i in 0..<340 { try versions.write(deep / "file-\(i)", seed: UInt64(10_000 + i), length: 200 + i) }
+            try FS.mkdirs(sandbox.source / "burst/links")
+            for i in 0..<120 { try versions.write(sandbox.source / "burst/file-\(i)", seed: UInt64(10_000 + i), length: 200 + i) }
+            for i in 0..<280 {
+                try FS.symlink(target: bytes("\(i)-" + String(repeating: "t", count: 4000)), at: sandbox.source / "burst/links/\(i)")
+            }
             try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after the burst")
             for round in 0..<3 {
                 for f in 0..<8 { try versions.write(sandbox.source / "d1/f\(f)", seed: UInt64(700 + round * 10 + f), length: 2_000 + round * 10 + f) }
@@ -71,7 +73,7 @@ struct PowerCutTests {
             }
         }
         #expect(live.snapshotRenames >= 2, "run made \(live.snapshotRenames) compactions: no background compaction before the stop's")
-        totals.add(try live.check(sandbox, versions: versions, states: 80, rng: &rng))
+        totals.add(try live.check(sandbox, versions: versions, states: 40, rng: &rng))
 
         print("PowerCutTests: \(totals.states) crash states from \(totals.operations) recorded operations (\(totals.cuts) cut points; kept nothing \(totals.modes[0]), everything \(totals.modes[1]), a random subset \(totals.modes[2]), renames without their data \(totals.modes[3])); \(totals.lostOperations) operations lost, \(totals.tornFiles) files torn (all at temp names), \(totals.restarts) restarts converged; \(totals.violations.count) violations")
         #expect(totals.violations.isEmpty, "\(totals.violations.count) violations (seed \(seed)):\n\(totals.violations.prefix(12).joined(separator: "\n"))")
@@ -162,6 +164,7 @@ struct Recording {
     }
 
     static func run(_ sandbox: Sandbox, strace: [UInt8], label: String, _ workload: (RunCommandTests.Agent) async throws -> Void) async throws -> Recording {
+        let began = ContinuousClock.now
         let start = try FileModel(mirror: sandbox.mirror, state: sandbox.state)
         let log = sandbox.root / "trace-run"
         let tracer = try RunCommandTests.Agent(binary: strace, arguments: straceArguments(log, sandbox, "run"),
@@ -177,17 +180,50 @@ struct Recording {
             let log = FS.lstat(sandbox.state / "records.log")?.size ?? 0
             return log < 1 << 20
         }
+        print("PowerCutTests: workload done in \(ContinuousClock.now - began)")
         #expect(compacted, "records.log never compacted in the background: \(FS.lstat(sandbox.state / "records.log")?.size ?? 0) bytes")
         let pid = try #require((RunCommandTests.status(sandbox)?["pid"] as? NSNumber)?.int32Value)
         kill(pid, SIGTERM)
         let ended = try await tracer.waitForExit(timeout: .seconds(60))
         try #require(ended == 0, "run under strace ended with \(ended.map(String.init) ?? "nothing"): \(tracer.stderrText)")
         try #require(CrashTests.treeDifferences(sandbox.source, sandbox.mirror).isEmpty, "\(label) did not converge")
-        return Recording(label: label, start: start, operations: try start.operations(fromTrace: FS.readFile(log)))
+        let recorded = ContinuousClock.now
+        let recording = Recording(label: label, start: start, operations: try start.operations(fromTrace: FS.readFile(log)))
+        print("PowerCutTests: \(label) recorded in \(recorded - began), its trace (\(FS.lstat(log)?.size ?? 0) bytes) read in \(ContinuousClock.now - recorded)")
+        return recording
+    }
+
+    /// Durable, for the store: once the product moved past a records.log frame (wrote the
+    /// next, or ended), a power cut cannot take it back; once it moved past a rename in the
+    /// state directory (made the next), likewise; a file renamed into the store's place has
+    /// its data durable first. A cut between the two would lose what was recorded.
+    func storeOrderViolations(_ coveredAt: [Int]) -> [String] {
+        var out: [String] = []
+        let store = operations.indices.filter { operations[$0].storeFile != nil }
+        for (n, i) in store.enumerated() {
+            let op = operations[i]
+            let isRename = op.isRename
+            let next = store[(n + 1)...].first { operations[$0].call != op.call && operations[$0].isRename == isRename }
+            if coveredAt[i] >= (next ?? Int.max) {
+                out.append("\(label): Durable: \(isRename ? "the rename to" : "a frame of") \(FS.display(op.storeFile!)) (operation \(i)) is not durable when the next \(next.map { "comes (operation \($0))" } ?? "never does: the process ended")")
+            }
+            if case .rename(let dir, let from, _, _) = op.kind, let source = start.lookupAt(i, dir: dir, name: from, in: operations) {
+                let unsynced = operations[..<i].indices.filter { j in
+                    if case .write(let node, _, _) = operations[j].kind { return node == source && coveredAt[j] >= i }
+                    return false
+                }
+                if let first = unsynced.first {
+                    out.append("\(label): Durable: \(FS.display(op.storeFile!)) renamed into place (operation \(i)) before its data (operation \(first)) was durable")
+                }
+            }
+        }
+        return out
     }
 
     /// Builds `states` crash states at cut points spread over the recording, checks each.
     func check(_ sandbox: Sandbox, versions: Versions, states: Int, rng: inout SplitMix) throws -> PowerCutTally {
+        let began = ContinuousClock.now
+        defer { print("PowerCutTests: \(label): \(operations.count) operations, \(states) states checked in \(ContinuousClock.now - began)") }
         var tally = PowerCutTally()
         tally.operations = operations.count
         let coveredAt = FileModel.coverage(operations)
@@ -202,11 +238,15 @@ struct Recording {
             }
         }
         tally.cuts = Set(cuts).count
+        tally.violations += storeOrderViolations(coveredAt)
+        var installs: [[UInt8]: [Int]] = [:]
+        for (i, op) in operations.enumerated() { if let installed = op.installed { installs[installed.path, default: []].append(i) } }
         for (n, cut) in cuts.enumerated() {
             let mode = n % 4
             tally.modes[mode] += 1
             var model = start
             var lost = 0
+            var kept = [Bool](repeating: false, count: cut)
             for i in 0..<cut {
                 let op = operations[i]
                 if case .inode = op.kind { model.apply(op); continue }
@@ -218,7 +258,7 @@ struct Recording {
                 case 2: keep = covered || rng.below(2) == 0
                 default: keep = covered || !op.isData
                 }
-                if keep { model.apply(op) } else { lost += 1 }
+                if keep { model.apply(op); kept[i] = true } else { lost += 1 }
             }
             tally.lostOperations += lost
             tally.states += 1
@@ -248,6 +288,11 @@ struct Recording {
             // I5, and the records mapped onto the materialized inodes for the restart.
             var mapped = loaded
             for (path, record) in loaded.records where record.kind == .regular {
+                // Durable: the install of the inode it names was not undone by the cut.
+                if let i = installs[path.bytes]?.last(where: { $0 < cut && model.nodes[operations[$0].installed!.node]?.originalInode == record.mirrorInode }),
+                   !kept[i] {
+                    tally.violations.append("\(where_): Durable: \(path.escaped) is recorded as mirror inode \(record.mirrorInode), whose install (operation \(i)) the power cut undid")
+                }
                 let components = path.components
                 var moved = record
                 moved.mirrorInode = inodes[record.mirrorInode] ?? (UInt64.max - record.mirrorInode)
@@ -321,8 +366,15 @@ struct FileModel {
         var kind: Kind
         /// 0: the mirror's file system, 1: the state directory's.
         var fs: Int
+        /// The traced call it came from (a large write is split into pieces).
+        var call = 0
+        /// The store's file it changes: "records.log", or a rename's target in the state directory.
+        var storeFile: [UInt8]?
+        /// A regular file it puts at a mirror path (relative), by rename, create or link.
+        var installed: (path: [UInt8], node: Int)?
         var isBarrier: Bool { switch kind { case .fsync, .syncfs: true; default: false } }
         var isData: Bool { switch kind { case .write, .truncate: true; default: false } }
+        var isRename: Bool { if case .rename = kind { true } else { false } }
     }
 
     var nodes: [Int: Node] = [:]
@@ -359,6 +411,27 @@ struct FileModel {
     }
 
     mutating func newID() -> Int { nextID += 1; return nextID }
+
+    /// The inode at `dir`/`name` just before operation `i` of `ops`, everything kept.
+    func lookupAt(_ i: Int, dir: Int, name: [UInt8], in ops: [Operation]) -> Int? {
+        var model = self
+        for op in ops[..<i] { model.apply(op) }
+        return model.nodes[dir]?.children[name]
+    }
+
+    /// The path of a mirror directory, relative to the mirror.
+    func relativePath(ofDirectory id: Int) -> [UInt8]? {
+        if id == mirrorRoot { return [] }
+        var queue: [(Int, [UInt8])] = [(mirrorRoot, [])]
+        while let (dir, path) = queue.popLast() {
+            for (name, child) in nodes[dir]?.children ?? [:] where nodes[child]?.kind == .directory {
+                let p = path.isEmpty ? name : path + [0x2F] + name
+                if child == id { return p }
+                queue.append((child, p))
+            }
+        }
+        return nil
+    }
 
     func lookup(_ components: [[UInt8]], in root: Int) -> Int? {
         var id = root
@@ -560,8 +633,23 @@ extension FileModel {
         var fdPaths: [[UInt8]: [UInt8]] = [:]
         var unfinished: [ArraySlice<UInt8>: [UInt8]] = [:]
         var copied: [Int: Int] = [:]
-        func add(_ kind: Operation.Kind, fs: Int) {
-            let op = Operation(kind: kind, fs: fs)
+        var callIndex = 0
+        func add(_ kind: Operation.Kind, fs: Int, storeFile: [UInt8]? = nil) {
+            var op = Operation(kind: kind, fs: fs, call: callIndex, storeFile: storeFile)
+            if fs == 0 {
+                var target: (dir: Int, name: [UInt8], node: Int?, kind: Kind?)?
+                switch kind {
+                case .create(let dir, let name, let node, let made): target = (dir, name, node, made.kind)
+                case .link(let dir, let name, let node): target = (dir, name, node, live.nodes[node]?.kind)
+                case .rename(let fromDir, let from, let toDir, let to):
+                    let node = live.nodes[fromDir]?.children[from]
+                    target = (toDir, to, node, node.flatMap { live.nodes[$0]?.kind })
+                default: break
+                }
+                if let target, let node = target.node, target.kind == .file, let base = live.relativePath(ofDirectory: target.dir) {
+                    op.installed = (base.isEmpty ? target.name : base + [0x2F] + target.name, node)
+                }
+            }
             live.apply(op)
             ops.append(op)
         }
@@ -577,6 +665,7 @@ extension FileModel {
                 line = (unfinished.removeValue(forKey: pid) ?? []) + line[r.upperBound...]
             }
             guard let call = TraceCall(line) else { continue }
+            callIndex += 1
             let a = call.arguments
             func at(_ dir: Int, _ name: Int) -> [UInt8]? {
                 guard a.count > name, let n = TraceCall.string(a[name]) else { return nil }
@@ -608,9 +697,11 @@ extension FileModel {
                 guard let (id, f) = fdNode(0), let data = TraceCall.string(a[1]), let n = Int(call.returnedText) else { continue }
                 let offset = call.name == "pwrite64" ? (a.count > 3 ? Int(String(decoding: a[3], as: UTF8.self)) ?? 0 : 0) : live.nodes[id]!.size
                 var piece = 0
+                let journal = f == 1 && TraceCall.fdPath(a[0]).map { $0 == live.statePath + Array("/records.log".utf8) } == true
                 while piece < n {
                     let end = min(n, piece + 4096)
-                    add(.write(node: id, offset: offset + piece, payload: .bytes(Array(data[piece..<end]))), fs: f)
+                    add(.write(node: id, offset: offset + piece, payload: .bytes(Array(data[piece..<end]))), fs: f,
+                        storeFile: journal ? Array("records.log".utf8) : nil)
                     piece = end
                 }
             case "copy_file_range", "sendfile":
@@ -639,7 +730,8 @@ extension FileModel {
                 let exchange = a.count > 4 && a[4].firstRange(of: Array("RENAME_EXCHANGE".utf8)) != nil
                 switch (live.place(from), live.place(to)) {
                 case let ((fd, fn)?, (td, tn)?):
-                    add(exchange ? .exchange(fromDir: fd, from: fn, toDir: td, to: tn) : .rename(fromDir: fd, from: fn, toDir: td, to: tn), fs: f)
+                    add(exchange ? .exchange(fromDir: fd, from: fn, toDir: td, to: tn) : .rename(fromDir: fd, from: fn, toDir: td, to: tn), fs: f,
+                        storeFile: f == 1 && td == live.stateRoot && tn.starts(with: Array("records.".utf8)) ? tn : nil)
                 case let ((fd, fn)?, nil): add(.remove(dir: fd, name: fn), fs: f)
                 default: continue
                 }
@@ -682,7 +774,9 @@ extension FileModel {
         // A copy's length names the version it copied.
         return ops.map { op in
             guard case .write(let id, let offset, .copy(let source, let from, let length, _)) = op.kind else { return op }
-            return Operation(kind: .write(node: id, offset: offset, payload: .copy(source: source, offset: from, length: length, total: copied[id] ?? 0)), fs: op.fs)
+            var done = op
+            done.kind = .write(node: id, offset: offset, payload: .copy(source: source, offset: from, length: length, total: copied[id] ?? 0))
+            return done
         }
     }
 }
