@@ -41,8 +41,14 @@ struct WatchLimitTests {
         }
         #expect(reported, "status.json: \(RunCommandTests.statusText(sandbox))")
 
-        // Changes in unwatched directories arrive with the next full resync.
+        // Changes in unwatched directories arrive with the periodic rescan (every 30 s),
+        // without a signal; then with a full resync on SIGUSR1.
         for i in 0..<10 { try FS.writeFile(sandbox.source / Array("d\(i)/sub/second".utf8), "second \(i)") }
+        let rescanned = try await RunCommandTests.eventually(timeout: .seconds(45)) {
+            RunCommandTests.mirrorDifferences(sandbox).isEmpty
+        }
+        #expect(rescanned, "no periodic rescan reached the unwatched directories: \(RunCommandTests.mirrorDifferences(sandbox))\n\(agent.stderrText)")
+        for i in 0..<10 { try FS.writeFile(sandbox.source / Array("d\(i)/sub/third".utf8), "third \(i)") }
         agent.send(SIGUSR1)
         let converged = try await RunCommandTests.eventually(timeout: .seconds(30)) {
             RunCommandTests.mirrorDifferences(sandbox).isEmpty

@@ -307,59 +307,6 @@ struct InotifyWatcherTests {
         }
     }
 
-    @Test("at the watch limit, unwatched directories are counted and rescans come periodically",
-          .enabled(if: getuid() == 0 && access("/proc/sys/fs/inotify/max_user_watches", W_OK) == 0
-                       && ProcessInfo.processInfo.environment["KEEPSYNC_SYSCTL_TESTS"] == "1",
-                   "lowers a system-wide sysctl, which would starve tests running in parallel; set KEEPSYNC_SYSCTL_TESTS=1 to run it alone (WatchLimitTests covers the agent in a private user namespace)"))
-    func watchLimit() async throws {
-        let limitFile = "/proc/sys/fs/inotify/max_user_watches"
-        guard let original = Self.readNumber(limitFile) else {
-            try Test.cancel("cannot read \(limitFile)")
-        }
-        let scratch = try Scratch()
-        defer { scratch.removeAll() }
-        for i in 0..<30 {
-            for j in 0..<20 { try scratch.makeDirectories("d\(i)/e\(j)") }
-        }
-        for slack in [8, 64, 256] {
-            let used = Self.watchesInUse()
-            guard Self.writeNumber(limitFile, used + slack) else {
-                try Test.cancel("cannot write \(limitFile)")
-            }
-            defer { _ = Self.writeNumber(limitFile, original) }
-            let warnings = Mutex<[String]>([])
-            let logger = Logger(level: .warning) { level, message in
-                if level == .warning { warnings.withLock { $0.append(message) } }
-            }
-            let watcher = InotifyWatcher(rootPath: scratch.path, logger: logger, limitRescanInterval: .milliseconds(200))
-            let stream: AsyncStream<WatchEvent>
-            do {
-                stream = try watcher.start(excluding: .none)
-            } catch let error as KeepSyncError where error.code == .watchLimitReached {
-                continue  // more watches in use than /proc showed: retry with more room
-            }
-            defer { watcher.stop() }
-            let events = Recorder(stream)
-            #expect(watcher.unwatchedDirectories > 0)
-            #expect(watcher.watchedDirectories >= 1)
-            #expect(watcher.watchedDirectories + watcher.unwatchedDirectories == 631)
-            #expect(await events.wait { seen in
-                seen.contains { if case .rescan(let reason) = $0 { reason.hasPrefix("watch limit reached: ") } else { false } }
-            })
-            let logged = warnings.withLock { $0 }
-            #expect(logged.count == 1, "\(logged)")
-            #expect(logged.first?.contains("sysctl fs.inotify.max_user_watches=") == true, "\(logged)")
-            // With the limit back, the next periodic pass watches everything again.
-            #expect(Self.writeNumber(limitFile, original))
-            #expect(await events.wait { $0.contains(.rescan(reason: "watch limit no longer reached: all directories watched")) })
-            #expect(await Self.eventually { watcher.unwatchedDirectories == 0 && watcher.watchedDirectories == 631 })
-            try scratch.write("d29/e19/f")
-            #expect(await events.wait { $0.contains(.closedAfterWrite(RelativePath("d29/e19/f"))) })
-            return
-        }
-        try Test.cancel("the root could not be watched even with 256 spare watches")
-    }
-
     @Test("stop() ends the stream promptly, and the watcher can start again")
     func stopEndsStream() async throws {
         let scratch = try Scratch()
@@ -428,37 +375,6 @@ struct InotifyWatcherTests {
         let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard n > 0 else { return nil }
         return Int(String(decoding: buffer[..<n].filter { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self))
-    }
-
-    /// Writes a number to a /proc file; false when that is not allowed.
-    static func writeNumber(_ path: String, _ value: Int) -> Bool {
-        let fd = open(path, O_WRONLY)
-        if fd < 0 { return false }
-        defer { close(fd) }
-        let text = Array("\(value)\n".utf8)
-        return text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == text.count
-    }
-
-    /// inotify watches held by every visible process (lines `inotify wd:` in fdinfo).
-    static func watchesInUse() -> Int {
-        var total = 0
-        guard let proc = opendir("/proc") else { return 0 }
-        defer { closedir(proc) }
-        while let entry = readdir(proc) {
-            let pid = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard Int(pid) != nil, let fdinfo = opendir("/proc/\(pid)/fdinfo") else { continue }
-            while let fdEntry = readdir(fdinfo) {
-                let fd = withUnsafeBytes(of: fdEntry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                guard Int(fd) != nil, let file = fopen("/proc/\(pid)/fdinfo/\(fd)", "r") else { continue }
-                var line = [CChar](repeating: 0, count: 512)
-                while fgets(&line, Int32(line.count), file) != nil {
-                    if strncmp(line, "inotify wd:", 11) == 0 { total += 1 }
-                }
-                fclose(file)
-            }
-            closedir(fdinfo)
-        }
-        return total
     }
 }
 
