@@ -94,12 +94,8 @@ struct FaultInjectionTests {
     // MARK: EIO
 
     @Test func anFsyncThatFailsWithEioIsNeverFollowedByItsRenameAndTheFileIsRetriedLater() async throws {
-        let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
-        let sandbox = try Sandbox()
-        try sandbox.buildSmallSource()
-        let agent = try await RunCommandTests.start(sandbox)
+        let (strace, sandbox, agent) = try await Self.watchingSmallSource()
         defer { agent.killNow() }
-        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "initial sync")
 
         // Attach to every thread; the first fsync of each from now on fails with EIO.
         let log = sandbox.root / "strace.log"
@@ -139,12 +135,8 @@ struct FaultInjectionTests {
     }
 
     @Test func aStatusWriteThatFailsIsWrittenAgainThoughNothingChangesAfterIt() async throws {
-        let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
-        let sandbox = try Sandbox()
-        try sandbox.buildSmallSource()
-        let agent = try await RunCommandTests.start(sandbox)
+        let (strace, sandbox, agent) = try await Self.watchingSmallSource()
         defer { agent.killNow() }
-        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "initial sync")
         let filesBefore = try #require((RunCommandTests.status(sandbox)?["files"] as? NSNumber)?.intValue)
 
         // Every fsync of status.json's temp file fails while the tracer is attached.
@@ -417,6 +409,16 @@ extension FaultInjectionTests {
     }
 
     /// True when every thread of `pid` has a tracer.
+    /// strace, and an agent that mirrored a small source and watches it.
+    static func watchingSmallSource() async throws -> ([UInt8], Sandbox, RunCommandTests.Agent) {
+        let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await RunCommandTests.start(sandbox)
+        try await RunCommandTests.expectMirrorConverges(sandbox, agent, "initial sync")
+        return (strace, sandbox, agent)
+    }
+
     static func fullyTraced(_ pid: pid_t) -> Bool {
         guard let tasks = try? FS.list(bytes("/proc/\(pid)/task")), !tasks.isEmpty else { return false }
         return tasks.allSatisfy { tid in

@@ -30,7 +30,7 @@ struct PowerCutTests {
         let seed = ProcessInfo.processInfo.environment["KEEPSYNC_POWERCUT_SEED"].flatMap(UInt64.init)
             ?? UInt64(time(nil))
         print("PowerCutTests: seed \(seed) (KEEPSYNC_POWERCUT_SEED replays it)")
-        var rng = SplitMix(seed: seed)
+        var rng = CrashTests.Rng(seed: seed)
         let versions = Versions()
         var totals = PowerCutTally()
 
@@ -122,16 +122,7 @@ struct PowerCutTally: CustomStringConvertible {
     var description: String { "states \(states), cuts \(cuts), lost \(lostOperations), modes \(modes)" }
 }
 
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+extension CrashTests.Rng {
     mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
 }
 
@@ -221,7 +212,7 @@ struct Recording {
     }
 
     /// Builds `states` crash states at cut points spread over the recording, checks each.
-    func check(_ sandbox: Sandbox, versions: Versions, states: Int, rng: inout SplitMix) throws -> PowerCutTally {
+    func check(_ sandbox: Sandbox, versions: Versions, states: Int, rng: inout CrashTests.Rng) throws -> PowerCutTally {
         let began = ContinuousClock.now
         defer { print("PowerCutTests: \(label): \(operations.count) operations, \(states) states checked in \(ContinuousClock.now - began)") }
         var tally = PowerCutTally()

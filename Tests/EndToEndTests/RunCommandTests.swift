@@ -295,14 +295,10 @@ extension RunCommandTests {
             // Pipes other tests are creating right now must not leak into this long-lived child
             // (glibc >= 2.34; Swift's Glibc module does not import the _np declaration).
             if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
-            // The test runner's signal mask is not the child's (strace must get SIGTERM).
             var attributes = posix_spawnattr_t()
             posix_spawnattr_init(&attributes)
             defer { posix_spawnattr_destroy(&attributes) }
-            var none = sigset_t()
-            sigemptyset(&none)
-            posix_spawnattr_setsigmask(&attributes, &none)
-            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+            posix_spawnattr_setflags(&attributes, Int16(Self.resetSignals(&attributes)))
             var pid: pid_t = 0
             let rc = posix_spawn(&pid, argv[0]!, &actions, &attributes, argv, envp)
             guard rc == 0 else { throw SpawnError(description: "posix_spawn keepsync: errno \(rc)") }
@@ -310,6 +306,19 @@ extension RunCommandTests {
         }
 
         deinit { killNow() }
+
+        /// The child must not inherit the test runner's signal mask or ignored signals
+        /// (strace would never see the SIGTERM that detaches it); returns the spawn flags.
+        static func resetSignals(_ attributes: inout posix_spawnattr_t) -> Int32 {
+            var none = sigset_t()
+            sigemptyset(&none)
+            posix_spawnattr_setsigmask(&attributes, &none)
+            var defaults = sigset_t()
+            sigemptyset(&defaults)
+            for s in [SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGPIPE, SIGQUIT] { sigaddset(&defaults, s) }
+            posix_spawnattr_setsigdefault(&attributes, &defaults)
+            return Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
+        }
 
         /// SIGKILL and reap, if still running.
         func killNow() {

@@ -77,15 +77,7 @@ final class BackgroundChild {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        // The child must not inherit the test runner's signal mask or ignored signals.
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for s in [SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGPIPE, SIGQUIT] { sigaddset(&defaults, s) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        var flags = Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
+        var flags = RunCommandTests.Agent.resetSignals(&attributes)
         switch output {
         case .files(let base):
             stdoutPath = base + Array(".stdout".utf8)
