@@ -71,15 +71,20 @@ struct PowerCutTests {
                 for f in 0..<8 { try versions.write(sandbox.source / "d1/f\(f)", seed: UInt64(700 + round * 10 + f), length: 2_000 + round * 10 + f) }
                 try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after live rewrite \(round)")
             }
+            // One file alone: a lone install (its own fsync, not a group's syncfs).
+            for round in 0..<2 {
+                try versions.write(sandbox.source / "lone", seed: UInt64(900 + round), length: 70_000 + round)
+                try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after lone write \(round)")
+            }
         }
         #expect(live.snapshotRenames >= 2, "run made \(live.snapshotRenames) compactions: no background compaction before the stop's")
         totals.add(try live.check(sandbox, versions: versions, states: 40, rng: &rng))
 
-        print("PowerCutTests: \(totals.states) crash states from \(totals.operations) recorded operations (\(totals.cuts) cut points; kept nothing \(totals.modes[0]), everything \(totals.modes[1]), a random subset \(totals.modes[2]), renames without their data \(totals.modes[3])); \(totals.lostOperations) operations lost, \(totals.tornFiles) files torn (all at temp names), \(totals.restarts) restarts converged; \(totals.violations.count) violations")
+        print("PowerCutTests: \(totals.states) crash states from \(totals.operations) recorded operations (\(totals.cuts) cut points; kept nothing \(totals.modes[0]), everything \(totals.modes[1]), a random subset \(totals.modes[2]), renames without their data \(totals.modes[3])); \(totals.lostOperations) operations lost, \(totals.tornFiles) files torn (all at temp names), \(totals.restarts) restarts converged, \(totals.renamesChecked) installs checked right after their rename; \(totals.violations.count) violations")
         #expect(totals.violations.isEmpty, "\(totals.violations.count) violations (seed \(seed)):\n\(totals.violations.prefix(12).joined(separator: "\n"))")
         #expect(totals.states >= Self.requiredStates && totals.restarts == totals.states,
                 "\(totals.states) crash states, \(totals.restarts) restarts")
-        #expect(totals.lostOperations > 0 && totals.modes.allSatisfy { $0 > 0 }, "the cuts lost nothing: \(totals)")
+        #expect(totals.lostOperations > 0 && totals.modes.allSatisfy { $0 > 0 } && totals.renamesChecked >= 150, "the cuts lost nothing: \(totals)")
     }
 }
 
@@ -109,17 +114,17 @@ final class Versions {
 }
 
 struct PowerCutTally: CustomStringConvertible {
-    var states = 0, cuts = 0, operations = 0, lostOperations = 0, tornFiles = 0, restarts = 0
+    var states = 0, cuts = 0, operations = 0, lostOperations = 0, tornFiles = 0, restarts = 0, renamesChecked = 0
     var modes = [0, 0, 0, 0]
     var violations: [String] = []
 
     mutating func add(_ o: PowerCutTally) {
         states += o.states; cuts += o.cuts; operations += o.operations; lostOperations += o.lostOperations
-        tornFiles += o.tornFiles; restarts += o.restarts; violations += o.violations
+        tornFiles += o.tornFiles; restarts += o.restarts; violations += o.violations; renamesChecked += o.renamesChecked
         for i in modes.indices { modes[i] += o.modes[i] }
     }
 
-    var description: String { "states \(states), cuts \(cuts), lost \(lostOperations), modes \(modes)" }
+    var description: String { "states \(states), cuts \(cuts), lost \(lostOperations), modes \(modes), installs checked \(renamesChecked)" }
 }
 
 extension CrashTests.Rng {
@@ -230,6 +235,18 @@ struct Recording {
         }
         tally.cuts = Set(cuts).count
         tally.violations += storeOrderViolations(coveredAt)
+        // I2 at the worst instant of every install: right after its rename, with every
+        // entry kept and every data write not yet durable lost.
+        for (i, op) in operations.enumerated() {
+            guard op.isRename, let (path, node) = op.installed else { continue }
+            tally.renamesChecked += 1
+            if let j = operations[..<i].indices.first(where: { j in
+                if case .write(let n, _, _) = operations[j].kind { return n == node && coveredAt[j] > i }
+                return false
+            }) {
+                tally.violations.append("\(label): I2: \(FS.display(path)) renamed into place (operation \(i)) while its data (operation \(j)) was not durable")
+            }
+        }
         var installs: [[UInt8]: [Int]] = [:]
         for (i, op) in operations.enumerated() { if let installed = op.installed { installs[installed.path, default: []].append(i) } }
         for (n, cut) in cuts.enumerated() {
