@@ -113,8 +113,6 @@ public final class SyncEngine {
     public var scanIO: ParallelIO = .serial
     /// Beaten by scans and once per step applied (see `Heartbeat`).
     public var heartbeat: Heartbeat?
-    /// Overlap each group's barrier with the staging of the next (`sync`).
-    public var pipelinesCommits = false
     /// A staged group whose barrier runs while the next one is staged, with the directory
     /// finishes that wait for it.
     var inFlight: (group: StagedGroup, barrier: DispatchGroup, error: BarrierOutcome,
@@ -125,13 +123,15 @@ public final class SyncEngine {
         let error = Mutex<(any Error)?>(nil)
     }
 
-    /// Stages the batched copies; commits them (or, pipelined, the group before them),
+    /// Stages the batched copies and commits the group before them (a lone copy commits at once),
     /// records them, then runs the directory finishes that waited for them.
     func commitBatch(_ summary: inout SyncSummary) {
         let paths = batch
         batch.removeAll(keepingCapacity: true)
         batchBytes = 0
-        guard pipelinesCommits, paths.count > 1 else {
+        // Each group's barrier overlaps the staging of the next (on `io`'s side thread;
+        // in order on the caller with `.serial`).
+        guard paths.count > 1 else {
             finishInFlight(&summary)
             if !paths.isEmpty {
                 let results = SyncEngine.copyFiles(paths, source: source, mirror: mirror, logger: logger, io: io)

@@ -196,7 +196,6 @@ public struct CommandRunner: Sendable {
                                 options: settings.options, logger: logger)
         engine.io = CommandRunner.copyIO
         engine.scanIO = CommandRunner.scanIO
-        engine.pipelinesCommits = true
         let scan = try engine.prepare(.root)
         let planned = scan.plannedCopies
         let started = ContinuousClock.now
