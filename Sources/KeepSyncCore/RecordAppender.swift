@@ -1,15 +1,46 @@
 import Dispatch
 import Synchronization
 
-/// Appends record batches in order on a serial queue, each after a durability barrier.
-/// Batches handed over while an append runs go out together in the next one (one
-/// barrier for all of them, however fast copies finish). A batch whose append fails stays
-/// at the head of a backlog and goes out with the next append, so the store never skips
-/// or reorders a change. A compaction takes its turn among the appends. Deferred (for
-/// deterministic tests), the writes wait until `drain` runs them on its caller.
+/// Where record writes run, in the order handed over: a serial queue of their own (the
+/// agent), the caller at once, or held until `drain` runs them on its caller (a
+/// simulation choosing when they land). The writes themselves are the same everywhere.
+public struct RecordScheduler: Sendable {
+    let submit: @Sendable (@escaping @Sendable () -> Void) -> Void
+    let drain: @Sendable () async -> Void
+
+    /// A scheduler from its two halves: queue a write, and wait for (or run) those queued.
+    public init(submit: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void, drain: @escaping @Sendable () async -> Void) {
+        self.submit = submit
+        self.drain = drain
+    }
+
+    /// A serial Dispatch queue of its own.
+    public static func serialQueue() -> RecordScheduler {
+        let queue = DispatchQueue(label: "keepsync.records")
+        return RecordScheduler(submit: { queue.async(execute: $0) }, drain: {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in queue.async { c.resume() } }
+        })
+    }
+
+    /// Each write on the caller, before `append` returns.
+    public static let immediate = RecordScheduler(submit: { $0() }, drain: {})
+
+    /// Writes held until `drain` runs them, in order, on its caller.
+    public static func held() -> RecordScheduler {
+        let works = Mutex<[@Sendable () -> Void]>([])
+        return RecordScheduler(submit: { work in works.withLock { $0.append(work) } }, drain: {
+            while let work = works.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { work() }
+        })
+    }
+}
+
+/// Appends record batches in order through a `RecordScheduler`, each after a durability
+/// barrier. Batches handed over while an append waits go out together in the next one
+/// (one barrier for all of them, however fast copies finish). A batch whose append fails
+/// stays at the head of a backlog and goes out with the next append, so the store never
+/// skips or reorders a change. A compaction takes its turn among the appends.
 final class RecordAppender: Sendable {
-    let queue: DispatchQueue?
-    let deferred = Mutex<[@Sendable () -> Void]>([])
+    let scheduler: RecordScheduler
     /// Changes whose append failed, oldest first (they stay here until an append that
     /// holds them succeeds), how many appends failed in a row, and the last failure.
     /// Touched by the queue's work items and read by the manager.
@@ -18,14 +49,12 @@ final class RecordAppender: Sendable {
     /// the changes its set holds that were not appended; whether a write is queued.
     let waiting = Mutex<(changes: [RecordChange], compaction: (set: RecordSet, covered: [RecordChange])?, scheduled: Bool)>(([], nil, false))
 
-    /// An appender on a serial queue of its own, or deferred until `drain`.
-    init(deferred: Bool) {
-        queue = deferred ? nil : DispatchQueue(label: "keepsync.records")
+    /// An appender whose writes run where `scheduler` puts them.
+    init(scheduler: RecordScheduler) {
+        self.scheduler = scheduler
     }
 
-    func submit(_ work: @escaping @Sendable () -> Void) {
-        if let queue { queue.async(execute: work) } else { deferred.withLock { $0.append(work) } }
-    }
+    func submit(_ work: @escaping @Sendable () -> Void) { scheduler.submit(work) }
 
     /// True when changes wait for a retry.
     var hasBacklog: Bool { state.withLock { !$0.backlog.isEmpty } }
@@ -110,17 +139,13 @@ final class RecordAppender: Sendable {
         }
     }
 
-    /// Forgets the backlog (a compaction wrote everything it held).
+    /// Forgets the backlog (a compaction wrote everything it held; no write is queued).
     func clearBacklog() {
-        if let queue { queue.sync { state.withLock { $0 = ([], 0, nil) } } } else { state.withLock { $0 = ([], 0, nil) } }
+        state.withLock { $0 = ([], 0, nil) }
     }
 
     /// Returns once every append queued so far is done.
     func drain() async {
-        if let queue {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in queue.async { c.resume() } }
-            return
-        }
-        while let work = deferred.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { work() }
+        await scheduler.drain()
     }
 }

@@ -1,23 +1,23 @@
 import Dispatch
 
-/// Runs blocking work (a file copy) off the actor. Production: a bounded set of
-/// Dispatch threads; tests: inline, for determinism.
+/// Runs blocking work (a file copy) off the actor, and says where record writes run.
+/// Production: a bounded set of Dispatch threads and a serial queue; tests: inline, for
+/// determinism.
 public struct CopyExecutor: Sendable {
     /// Copies in flight at most.
     public var limit: Int
     /// True when copies run synchronously on the manager (deterministic).
     public var isInline: Bool
-    /// True when record appends wait for `drainRecords` instead of running on a queue of
-    /// their own (deterministic tests).
-    public var defersRecords: Bool
+    /// Where record writes run (nil: a serial queue of the manager's own).
+    public var records: RecordScheduler?
     let run: @Sendable (@escaping @Sendable () -> Void) -> Void
 
     /// An executor calling `run` with each copy's work (tests can hold it back).
-    public init(limit: Int, isInline: Bool, defersRecords: Bool = false,
+    public init(limit: Int, isInline: Bool, records: RecordScheduler? = nil,
                 run: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
         self.limit = limit
         self.isInline = isInline
-        self.defersRecords = defersRecords
+        self.records = records
         self.run = run
     }
 
@@ -26,8 +26,8 @@ public struct CopyExecutor: Sendable {
         CopyExecutor(limit: max(1, limit), isInline: false) { work in DispatchQueue.global(qos: .utility).async(execute: work) }
     }
 
-    /// Runs each copy synchronously on the manager, one at a time.
-    public static let inline = CopyExecutor(limit: 1, isInline: true) { work in work() }
+    /// Runs each copy synchronously on the manager, one at a time; record writes too.
+    public static let inline = CopyExecutor(limit: 1, isInline: true, records: .immediate) { work in work() }
 }
 
 /// The live heart of `run`: receives watcher events, keeps a pending map keyed by path
@@ -185,13 +185,11 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         self.timing = timing
         self.executor = executor
         self.logger = logger
-        appender = RecordAppender(deferred: executor.defersRecords)
-        if !executor.isInline {
-            // The engine's own appends (a full pass's batches) take the same ordered path.
-            let appender = self.appender, mirror = self.mirror, store = engine.store, reports = recordReports()
-            engine.appendRecords = { changes in
-                appender.append(changes, mirror: mirror, store: store, failed: reports.failed, recovered: reports.recovered)
-            }
+        appender = RecordAppender(scheduler: executor.records ?? .serialQueue())
+        // The engine's own appends (a full pass's batches) take the same ordered path.
+        let appender = self.appender, mirror = self.mirror, store = engine.store, reports = recordReports()
+        engine.appendRecords = { changes in
+            appender.append(changes, mirror: mirror, store: store, failed: reports.failed, recovered: reports.recovered)
         }
     }
 
@@ -682,19 +680,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// append run in order on a serial queue, so the actor never waits on the disk.
     func flushRecords() {
         unflushed = 0
-        if executor.isInline {
-            if let error = engine.flush() {
-                errors[.root] = SyncManager.recordsError + error.message
-            } else if errors[.root]?.hasPrefix(SyncManager.recordsError) == true {
-                errors[.root] = nil
-            }
-            return
-        }
         showRecordsFailure()
         let changes = engine.takePendingChanges()
         guard !changes.isEmpty || appender.hasBacklog else { return }
         lastAppendAt = clock.now
         engine.appendRecords?(changes)
+        // A write that ran at once (an immediate scheduler) shows its outcome now.
+        showRecordsFailure()
     }
 
     static var recordsError: String { "cannot write records: " }
@@ -734,7 +726,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// Appends queued records and rewrites the store compactly.
     public func compactRecords() async throws {
-        if executor.isInline { return try engine.compact() }
         flushRecords()
         await appender.drain()
         // Records follow the mirror: a change whose append failed is not durable yet.
@@ -746,10 +737,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Queues a rewrite of the store as the records, in turn with the appends, so that
     /// the log does not grow for as long as the agent runs; copies go on meanwhile.
     public func compactRecordsInBackground() {
-        if executor.isInline {
-            do { try engine.compact() } catch { recordsFailed(error) }
-            return
-        }
         flushRecords()
         let reports = recordReports()
         appender.compact(engine.records, mirror: mirror, store: engine.store, failed: reports.failed, recovered: reports.recovered)
