@@ -6,28 +6,27 @@ import Dispatch
 public struct CopyExecutor: Sendable {
     /// Copies in flight at most.
     public var limit: Int
-    /// True when copies run synchronously on the manager (deterministic).
-    public var isInline: Bool
     /// Where record writes run (nil: a serial queue of the manager's own).
     public var records: RecordScheduler?
     let run: @Sendable (@escaping @Sendable () -> Void) -> Void
 
     /// An executor calling `run` with each copy's work (tests can hold it back).
-    public init(limit: Int, isInline: Bool, records: RecordScheduler? = nil,
+    public init(limit: Int, records: RecordScheduler? = nil,
                 run: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
         self.limit = limit
-        self.isInline = isInline
         self.records = records
         self.run = run
     }
 
     /// Runs work on Dispatch's global concurrent queue, at most `limit` at once.
     public static func dispatch(limit: Int) -> CopyExecutor {
-        CopyExecutor(limit: max(1, limit), isInline: false) { work in DispatchQueue.global(qos: .utility).async(execute: work) }
+        CopyExecutor(limit: max(1, limit)) { work in DispatchQueue.global(qos: .utility).async(execute: work) }
     }
 
-    /// Runs each copy synchronously on the manager, one at a time; record writes too.
-    public static let inline = CopyExecutor(limit: 1, isInline: true, records: .immediate) { work in work() }
+    /// Runs each copy on the caller (the manager), one at a time, and record writes too:
+    /// deterministic for tests. Completions still reach the manager as the agent's do,
+    /// on a task of their own (`waitForCopies` waits for them).
+    public static let inline = CopyExecutor(limit: 1, records: .immediate) { work in work() }
 }
 
 /// The live heart of `run`: receives watcher events, keeps a pending map keyed by path
@@ -156,6 +155,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var passCopied: (files: Int, bytes: UInt64) = (0, 0)
     var unflushed = 0
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Waiting for every queued and running copy to end (`waitForCopies`).
+    var copyWaiters: [CheckedContinuation<Void, Never>] = []
     var wakeContinuation: CheckedContinuation<Void, Never>?
     var woken = false
     var stopping = false
@@ -172,7 +173,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// A manager over the given engine's seams.
     public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any FileAccessorProviding,
-                clock: C, timing: Timing = Timing(), executor: CopyExecutor = .inline, logger: Logger = .silent,
+                clock: C, timing: Timing = Timing(), executor: CopyExecutor, logger: Logger = .silent,
                 io: ParallelIO = .serial, rootCheck: (@Sendable (Int) -> String?)? = nil,
                 taskExecutor: (any TaskExecutor)? = nil) {
         self.rootCheck = rootCheck
@@ -551,10 +552,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             workers += 1
             if size > 1 { groupsRunning += 1 }
             let source = self.source, mirror = self.mirror, logger = self.logger, io = self.io, preferred = taskExecutor
-            if executor.isInline {
-                copiesFinished(SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger, io: io))
-                continue
-            }
             executor.run {
                 let results = SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger, io: io)
                 Task(executorPreference: preferred) { await self.copiesFinished(results) }
@@ -567,8 +564,21 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if results.count > 1 { groupsRunning -= 1 }
         for (path, result) in results { copyFinished(path, result) }
         startCopies()
-        if inFlight.isEmpty && copyQueue.isEmpty { finishRound() }
+        if inFlight.isEmpty && copyQueue.isEmpty {
+            finishRound()
+            let waiters = copyWaiters
+            copyWaiters.removeAll()
+            for w in waiters { w.resume() }
+        }
         signal()
+    }
+
+    /// Returns once no copy is queued or running, their completions applied (a caller
+    /// driving `processDue` itself, as a test does, waits here for the round to end).
+    public func waitForCopies() async {
+        while !(inFlight.isEmpty && copyQueue.isEmpty) {
+            await withCheckedContinuation { copyWaiters.append($0) }
+        }
     }
 
     func copyFinished(_ path: RelativePath, _ result: Result<SyncEngine.CopyResult?, any Error>) {

@@ -18,8 +18,10 @@ struct SimulationRegressionTests {
         let clock = ManualClock()
         let copies = SimulationCopies()
         var manager: SyncManager<ManualClock>
+        let held: Bool
 
         init(options: SyncOptions = SyncOptions(), held: Bool = false) {
+            self.held = held
             manager = World.makeManager(source, mirror, store, clock, options, held ? copies.executor(limit: 1) : .inline)
         }
 
@@ -52,6 +54,7 @@ struct SimulationRegressionTests {
                 if await manager.isIdle { return }
                 if let d = await manager.nextDeadline(), clock.now < d { clock.advance(by: clock.now.duration(to: d)) }
                 await manager.processDue()
+                if !held { await manager.waitForCopies() }
             }
         }
 

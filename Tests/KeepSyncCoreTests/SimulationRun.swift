@@ -350,7 +350,9 @@ final class SimulationRun {
     func afterManagerCall(_ what: String) async {
         // Record appends run on the manager's serial queue: let them land first, and give
         // a failure's report (a task of its own) a chance to arrive.
-        if settings.heldCopies != nil, let manager {
+        if let manager {
+            // Inline copies end on a task of their own: let their completions land.
+            if settings.heldCopies == nil { await manager.waitForCopies() }
             await manager.drainRecords()
             for _ in 0..<8 { await Task.yield() }
         }

@@ -16,24 +16,35 @@ final class ManagerHarness {
     static let settle = Duration.milliseconds(20)
     static let maxDelay = Duration.milliseconds(2000)
 
-    init(options: SyncOptions = SyncOptions(), executor: CopyExecutor = .inline, verifyInterval: Duration? = nil,
+    /// True when copies run on the caller (`.inline`): `process` then waits for their end.
+    let waitsForCopies: Bool
+
+    init(options: SyncOptions = SyncOptions(), executor: CopyExecutor? = nil, verifyInterval: Duration? = nil,
          logger: Logger = .silent) {
+        waitsForCopies = executor == nil
+        let executor = executor ?? .inline
         timing = SyncManager<ManualClock>.Timing(settle: Self.settle, maxDelay: Self.maxDelay, verifyInterval: verifyInterval)
         let engine = SyncEngine(source: source, mirror: mirror, store: store, records: RecordSet(), options: options)
         manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, timing: timing,
                               executor: executor, logger: logger)
     }
 
+    /// Processes what is due; with inline copies, returns once their completions landed.
+    func process() async {
+        await manager.processDue()
+        if waitsForCopies { await manager.waitForCopies() }
+    }
+
     /// A full resync, processed at once (the startup pass).
     func fullSync() async {
         await manager.requestFullResync()
-        await manager.processDue()
+        await process()
     }
 
     /// Lets the settle time pass, then processes what is due.
     func settleAndProcess() async {
         clock.advance(by: Self.settle)
-        await manager.processDue()
+        await process()
     }
 
     /// Delivers events, as a watcher would.
@@ -82,7 +93,7 @@ final class HeldCopies: Sendable {
     private let works = Mutex<[@Sendable () -> Void]>([])
 
     var executor: CopyExecutor {
-        CopyExecutor(limit: 4, isInline: false) { [self] work in works.withLock { $0.append(work) } }
+        CopyExecutor(limit: 4) { [self] work in works.withLock { $0.append(work) } }
     }
 
     /// Copies handed over and not yet run.

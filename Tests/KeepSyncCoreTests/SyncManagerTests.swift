@@ -24,15 +24,15 @@ struct SyncManagerTests {
 
         h.source.writeFile(Self.p("a.txt"), Self.b("two!"))
         await h.receive(.changed(Self.p("a.txt")))
-        await h.manager.processDue()
+        await h.process()
         #expect(h.installs == 1, "copied at the event")
         h.clock.advance(by: .milliseconds(19))
-        await h.manager.processDue()
+        await h.process()
         #expect(h.installs == 1, "copied 19 ms after the event, before the settle time")
         #expect(h.mirror.node(Self.p("a.txt"))?.content == Self.b("one"))
 
         h.clock.advance(by: .milliseconds(1))
-        await h.manager.processDue()
+        await h.process()
         #expect(h.installs == 2, "not copied once the settle time passed")
         h.expectMirrorEqualsSource()
         #expect(await h.manager.nextDeadline() == nil)
@@ -44,7 +44,7 @@ struct SyncManagerTests {
         await h.fullSync()
         h.source.writeFile(Self.p("new.txt"), Self.b("complete"))
         await h.receive(.changed(Self.p("new.txt")), .closedAfterWrite(Self.p("new.txt")))
-        await h.manager.processDue()
+        await h.process()
         #expect(h.installs == 1)
         #expect(h.mirror.node(Self.p("new.txt"))?.content == Self.b("complete"))
         h.expectMirrorEqualsSource()
@@ -63,7 +63,7 @@ struct SyncManagerTests {
             h.source.writeFile(Self.p("log.txt"), Self.b("version \(i)"))
             await h.receive(.changed(Self.p("log.txt")))
             h.clock.advance(by: .milliseconds(1))
-            await h.manager.processDue()
+            await h.process()
         }
         #expect(h.installs == before, "copied while events kept coming")
         #expect(await h.manager.snapshot().pending == 1)
@@ -85,7 +85,7 @@ struct SyncManagerTests {
             h.source.writeFile(path, Self.b("content \(i)"))
             await h.receive(.changed(path))
         }
-        await h.manager.processDue()
+        await h.process()
         #expect(h.installs == before)
         #expect(await h.manager.snapshot().pending == 100)
 
@@ -111,7 +111,7 @@ struct SyncManagerTests {
         for tick in 0...250 {   // an event every 10 ms, t0 … t0+2500 ms
             h.source.writeFile(busy, Self.b("line \(tick)"))
             await h.receive(.changed(busy))
-            await h.manager.processDue()
+            await h.process()
             if firstCopy == nil, h.installs > before {
                 firstCopy = t0.duration(to: h.clock.now)
                 #expect(h.mirror.node(busy)?.content == Self.b("line \(tick)"))
@@ -306,7 +306,7 @@ struct SyncManagerTests {
             events = [.removed(x), .changed(x), .closedAfterWrite(x)]
         }
         for e in events { await h.receive(e) }
-        await h.manager.processDue()
+        await h.process()
         await h.settleAndProcess()
 
         h.expectMirrorEqualsSource()
@@ -422,7 +422,7 @@ struct SyncManagerTests {
         for i in 0..<15 { h.source.delete(Self.p("f\(i)")) }   // 75% of 20 entries, no events (overflow)
         h.source.writeFile(Self.p("fresh.txt"), Self.b("new"))
         await h.manager.receive(.rescan(reason: "overflow"))
-        await h.manager.processDue()
+        await h.process()
 
         let snapshot = await h.manager.snapshot()
         #expect(snapshot.heldDeletes == 15)
@@ -507,7 +507,7 @@ struct SyncManagerTests {
 
         h.source.writeFile(file, Self.b("version 1"))
         await h.receive(.closedAfterWrite(file))
-        await h.manager.processDue()
+        await h.process()
         #expect(held.count == 1, "the copy was not handed to the executor")
         #expect(await h.manager.snapshot().pending == 1, "a copy in flight counts as pending")
         #expect(await h.manager.nextDeadline() == nil)
@@ -559,7 +559,7 @@ struct SyncManagerTests {
 
         h.source.writeFile(file, Self.b("short-lived"))
         await h.receive(.closedAfterWrite(file))
-        await h.manager.processDue()
+        await h.process()
         #expect(held.count == 1)
 
         h.source.delete(file)
@@ -588,7 +588,7 @@ struct SyncManagerTests {
         await h.fullSync()
         h.source.writeFile(file, Self.b("v1"))
         await h.receive(.closedAfterWrite(file))
-        await h.manager.processDue()
+        await h.process()
         #expect(held.count == 1)
 
         h.source.writeFile(file, Self.b("v2"))
@@ -620,7 +620,7 @@ struct SyncManagerTests {
         }
         h.source.writeFile(file, Self.b("partial"))
         await h.receive(.closedAfterWrite(file))
-        await h.manager.processDue()
+        await h.process()
 
         #expect(h.installs == 1, "the copy was not attempted")
         #expect(await h.manager.snapshot().errors == [:])
@@ -661,7 +661,7 @@ struct SyncManagerTests {
         #expect(Array(snapshot.errors.keys) == [.root], "the path synced; the mirror waits for its probe")
         h.expectMirrorEqualsSource()
         h.clock.advance(by: .seconds(1))
-        await h.manager.processDue()
+        await h.process()
         #expect(await h.manager.snapshot().errors == [:])
     }
 
@@ -673,7 +673,7 @@ struct SyncManagerTests {
         h.failMirror { op, path in op == .install && path == full ? KeepSyncError(.noSpace, "no space", path: path) : nil }
         h.source.writeFile(full, Self.b("data"))
         await h.receive(.closedAfterWrite(full))
-        await h.manager.processDue()
+        await h.process()
         #expect(await h.manager.snapshot().errors[full] != nil)
 
         h.source.delete(full)
@@ -681,7 +681,7 @@ struct SyncManagerTests {
         await h.settleAndProcess()
         // The mirror's own entry goes with the next write that lands (the probe).
         h.clock.advance(by: .seconds(1))
-        await h.manager.processDue()
+        await h.process()
         #expect(await h.manager.snapshot().errors == [:])
         h.expectMirrorEqualsSource()
     }
@@ -711,7 +711,7 @@ struct SyncManagerTests {
             h.clock.advance(by: last.duration(to: next))
             last = next
             let installs = h.installs
-            await h.manager.processDue()
+            await h.process()
             #expect(h.installs == installs, "a failed probe copied files")
         }
         #expect(h.mirror.count(.probe) == 3)
@@ -720,8 +720,8 @@ struct SyncManagerTests {
         // Space is back: the next probe writes and a full resync copies what failed.
         h.failMirror(nil)
         if let next = await h.manager.nextDeadline() { h.clock.advance(by: h.clock.now.duration(to: next)) }
-        await h.manager.processDue()
-        await h.manager.processDue()
+        await h.process()
+        await h.process()
         #expect(await h.manager.snapshot().errors == [:])
         h.expectMirrorEqualsSource()
     }
@@ -741,15 +741,15 @@ struct SyncManagerTests {
         }
         h.source.writeFile(file, Self.b("data"))
         await h.receive(.closedAfterWrite(file))
-        await h.manager.processDue()
+        await h.process()
         #expect(await h.manager.snapshot().errors[file] != nil)
         #expect(await h.manager.nextDeadline() == h.clock.now.advanced(by: .seconds(1)))
         h.clock.advance(by: .seconds(1))
-        await h.manager.processDue()
+        await h.process()
         #expect(await h.manager.snapshot().errors[file] != nil)
         #expect(await h.manager.nextDeadline() == h.clock.now.advanced(by: .seconds(2)), "the second wait doubles")
         h.clock.advance(by: .seconds(2))
-        await h.manager.processDue()
+        await h.process()
         #expect(await h.manager.snapshot().errors == [:])
         #expect(await h.manager.nextDeadline() == nil, "nothing is retried once the path synced")
         h.expectMirrorEqualsSource()
@@ -774,7 +774,7 @@ struct SyncManagerTests {
 
         // The retry after a second: its copy is held, and the error must still show.
         h.clock.advance(by: .seconds(1))
-        await h.manager.processDue()
+        await h.process()
         #expect(copies.count == 1, "the retry's copy is handed over")
         #expect(await h.manager.snapshot().errors[file] != nil, "the error vanished while the retry runs")
         copies.runAll()
@@ -788,7 +788,7 @@ struct SyncManagerTests {
         failing.withLock { $0 = false }
         copies.runAll()
         #expect(await ManagerHarness.eventually { await h.manager.snapshot().errors.isEmpty })
-        await h.manager.processDue()
+        await h.process()
         h.expectMirrorEqualsSource()
     }
 
@@ -832,7 +832,7 @@ struct SyncManagerTests {
         await h.fullSync()
         copies.runAll()
         #expect(await copied(2))
-        await h.manager.processDue()
+        await h.process()
         #expect(copies.count == 0, "nothing is left to copy after the first pass")
 
         // Idle: once a's copy ends, b is queued and copied after the settle time.
@@ -860,7 +860,7 @@ struct SyncManagerTests {
         await h.settleAndProcess()
         #expect(copies.count == 1, "b was looked for before the max delay while big's copy runs")
         h.clock.advance(by: ManagerHarness.maxDelay)
-        await h.manager.processDue()
+        await h.process()
         await h.settleAndProcess()
         #expect(copies.count == 2, "b was not queued after the max delay")
         copies.runAll()
@@ -907,7 +907,7 @@ struct SyncManagerTests {
                         .moved(from: Self.p("skip/a.txt"), to: Self.p("skip/b.txt")), .removed(Self.p("skip/own.txt")))
         #expect(await h.manager.snapshot().pending == 0)
         #expect(await h.manager.nextDeadline() == nil)
-        await h.manager.processDue()
+        await h.process()
         await h.settleAndProcess()
 
         for op in Self.mirrorWrites { #expect(h.mirror.count(op) == 0, "mirror \(op.rawValue)") }
@@ -926,7 +926,7 @@ struct SyncManagerTests {
             await h.receive(.removed(skip))
         default: await h.receive(.closedAfterWrite(skip))
         }
-        await h.manager.processDue()
+        await h.process()
         await h.settleAndProcess()
 
         #expect(h.mirror.node(Self.p("skip/own.txt")) != nil, "removed what the mirror holds under an excluded path")
@@ -979,7 +979,7 @@ struct SyncManagerTests {
         h.clock.advance(by: .milliseconds(5))
         h.source.writeFile(Self.p("d/new2.txt"), Self.b("two"))
         await h.receive(.closedAfterWrite(Self.p("d/new2.txt")))
-        await h.manager.processDue()   // new2 now, new1 later
+        await h.process()   // new2 now, new1 later
         #expect(h.mirror.node(Self.p("d"))?.mtime == h.source.node(Self.p("d"))?.mtime)
         await h.settleAndProcess()
 
@@ -1001,7 +1001,7 @@ struct SyncManagerTests {
         h.source.writeFile(Self.p("a/b/c/deep.txt"), Self.b("deep"))
         h.source.makeLink(Self.p("a/b/link"), to: Self.b("c/deep.txt"))
         await h.receive(.closedAfterWrite(Self.p("a/b/c/deep.txt")))
-        await h.manager.processDue()
+        await h.process()
         h.expectMirrorEqualsSource()
         #expect(await h.manager.snapshot().errors == [:])
     }
@@ -1014,7 +1014,7 @@ struct SyncManagerTests {
         #expect(await h.manager.nextDeadline() == nil)
         await h.manager.requestFullResync()
         #expect(await h.manager.nextDeadline() == h.clock.now, "a requested full resync is due now")
-        await h.manager.processDue()
+        await h.process()
         #expect(await h.manager.nextDeadline() == nil)
         #expect(await h.manager.snapshot().pending == 0)
 
@@ -1082,12 +1082,12 @@ struct SyncManagerTests {
         try? h.mirror.remove(a)
         try? h.mirror.setAttributes(b, mode: 0o777, mtime: nil)
         h.clock.advance(by: .seconds(59))
-        await h.manager.processDue()
+        await h.process()
         let drift = h.differences()
         #expect(drift.contains("+ a (missing in mirror)") && drift.contains { $0.hasPrefix("~ d/b: mode") },
                 "nothing is repaired before the interval has passed: \(drift)")
         h.clock.advance(by: .seconds(1))
-        await h.manager.processDue()
+        await h.process()
         h.expectMirrorEqualsSource()
         #expect(await h.manager.snapshot().fullPasses == 2)
         let repaired = lines.withLock { $0.filter { $0.text.hasPrefix("verify:") } }
@@ -1098,7 +1098,7 @@ struct SyncManagerTests {
         lines.withLock { $0.removeAll() }
         let installs = h.installs
         h.clock.advance(by: .seconds(60))
-        await h.manager.processDue()
+        await h.process()
         #expect(await h.manager.snapshot().fullPasses == 3 && h.installs == installs)
         let quiet = lines.withLock { $0.filter { $0.text.hasPrefix("verify:") } }
         #expect(quiet.map(\.level) == [.debug] && quiet.first?.text.contains("nothing to repair") == true, "\(quiet)")

@@ -309,6 +309,7 @@ extension LiveMirrorTests {
             for _ in 0..<3 {
                 clock.advance(by: .milliseconds(100))
                 await manager.processDue()
+                await manager.waitForCopies()
             }
         }
 
