@@ -43,11 +43,14 @@ struct RecordsFailureTests {
             await manager.receive(.closedAfterWrite(Self.p(name)))
             await manager.processDue()
             copies.runAll()
+            // Its results reach the manager on a task of their own (late under load).
+            await manager.waitForCopies()
         }
         source.writeFile(Self.p("a"), [1])
         await manager.requestFullResync()
         await manager.processDue()
         copies.runAll()
+        await manager.waitForCopies()
         await manager.drainRecords()
 
         store.failing.withLock { $0 = true }
