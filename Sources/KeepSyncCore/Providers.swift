@@ -35,10 +35,6 @@ extension FileSystemProviding {
 /// entries themselves are durable after the next `barrier`, which every record append
 /// waits for (a record never claims what a power cut could undo).
 public protocol FileAccessorProviding: FileSystemProviding {
-    /// Copies `source` to `path` atomically (temp file, data, mode, mtime, fsync,
-    /// unchanged check, rename). Returns the installed file's stat.
-    /// Throws `.sourceChanged` when the source changed during the copy.
-    func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat
     /// Creates a directory (mode applied later by `setAttributes`).
     func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat
     /// Creates or atomically replaces a symlink; returns its stat.
@@ -54,6 +50,8 @@ public protocol FileAccessorProviding: FileSystemProviding {
     func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile
     /// Makes everything written so far durable (one `syncfs`).
     func barrier() throws
+    /// A lone copy's barrier: makes one staged file's data durable (its own `fsync`).
+    func sync(_ staged: StagedFile) throws
     /// Group commit, step 2 (after a barrier): renames a staged file into place.
     func publish(_ staged: StagedFile) throws -> FileStat
     /// Removes a staged file's temp file.
@@ -116,4 +114,25 @@ public protocol WatcherProviding: Sendable {
     func stop()
     /// Directories that could not be watched (inotify's watch limit).
     var unwatchedDirectories: Int { get }
+}
+
+extension FileAccessorProviding {
+    /// Copies `source` to `path` on its own, atomically and durably: staged (temp file,
+    /// data, mode, mtime), its own fsync, the source checked unchanged, renamed into place.
+    /// The group commit's steps with a file's fsync for the barrier, through the same
+    /// seam, so that a fake mirror sees every step a power cut can fall between.
+    /// Throws `.sourceChanged` when the source changed during the copy.
+    public func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat {
+        let staged = try stage(path, from: source)
+        do {
+            try sync(staged)
+            guard try source.currentStat().sameVersion(as: staged.source) else {
+                throw KeepSyncError(.sourceChanged, "source changed during copy", path: path)
+            }
+        } catch {
+            discard(staged)
+            throw error
+        }
+        return try publish(staged)
+    }
 }

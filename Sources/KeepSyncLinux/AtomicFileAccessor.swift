@@ -48,34 +48,6 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     public func readLink(_ path: RelativePath) throws -> [UInt8] { try tree.readLink(path) }
     public func open(_ path: RelativePath) throws -> any SourceFile { try tree.open(path) }
 
-    /// Copies `source` into place atomically and durably; see `FileAccessorProviding`.
-    public func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat {
-        try tree.withParent(path) { parent, name in
-            let (temp, tempName) = try createTemporary(in: parent, path: path)
-            var installed = false
-            defer {
-                temp.close()
-                if !installed { try? Sys.unlink(parent, tempName, directory: false) }
-                temporaries.withLock { _ = $0.removeValue(forKey: tempName) }
-            }
-            try checkCancelled(path)
-            try copyData(from: source, to: temp, path: path)
-            do throws(Errno) {
-                try temp.setMode(source.stat.mode)
-                try temp.setModificationTime(source.stat.mtime)
-                try temp.sync()
-            } catch { throw error.error("finish temp file", path: path) }
-            let now = try source.currentStat()
-            guard now.sameVersion(as: source.stat) else {
-                throw KeepSyncError(.sourceChanged, "source changed during copy", path: path)
-            }
-            do throws(Errno) { try Sys.rename(parent, tempName, parent, name) } catch { throw error.error("renameat", path: path) }
-            installed = true
-            // The new entry is durable at the next barrier, which every record append waits for.
-            do throws(Errno) { return try temp.stat() } catch { throw error.error("fstat", path: path) }
-        }
-    }
-
     /// Writes the temp file (data, mode, mtime) without fsync or rename. The directory it
     /// is made in stays open until `publish` or `discard`.
     public func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile {
@@ -113,6 +85,16 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     private func removeTemporary(_ name: [UInt8], in directory: FileDescriptor) {
         try? Sys.unlink(directory, name, directory: false)
         temporaries.withLock { _ = $0.removeValue(forKey: name) }
+    }
+
+    /// `fsync` of a staged temp file, opened again through the directory it was made in.
+    public func sync(_ staged: StagedFile) throws {
+        let made = temporaries.withLock { $0[staged.temporaryName] ?? nil }
+        do throws(Errno) {
+            let fd = try Sys.open(made ?? tree.root, staged.temporaryName, O_WRONLY | O_NOFOLLOW, mode: 0)
+            defer { fd.close() }
+            try fd.sync()
+        } catch { throw error.error("finish temp file", path: staged.path) }
     }
 
     /// `syncfs` of the mirror's file system.

@@ -45,6 +45,8 @@ public final class InMemoryTree: FileAccessorProviding {
         case list
         /// `barrier`.
         case barrier
+        /// `sync` of one staged file.
+        case sync
         /// `probe`.
         case probe
     }
@@ -299,34 +301,6 @@ public final class InMemoryTree: FileAccessorProviding {
 
     // MARK: FileAccessorProviding
 
-    /// Installs a copy of `source` at `path`, replacing a file or link.
-    public func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat {
-        try begin(.install, path)
-        var content: [UInt8] = []
-        while true {
-            let chunk = try source.read(upTo: 1 << 16)
-            if chunk.isEmpty { break }
-            content += chunk
-        }
-        guard try source.currentStat().sameVersion(as: source.stat) else {
-            throw KeepSyncError(.sourceChanged, "source changed during copy", path: path)
-        }
-        return try state.withLock { s in
-            try requireDirectory(s, path.parent)
-            if let existing = s.nodes[path], existing.kind == .directory {
-                throw KeepSyncError(.conflict, "renameat: Is a directory", path: path)
-            }
-            let t = Self.advance(&s)
-            let node = Node(kind: .regular, mode: source.stat.mode, mtime: source.stat.mtime, ctime: t,
-                            inode: Self.newInode(&s), content: content, target: [])
-            s.nodes[path] = node
-            // The product fsyncs a lone copy before its rename: its data is durable with its name.
-            s.record(.put(path, node))
-            Self.touchParent(&s, path, t)
-            return stat(of: node)
-        }
-    }
-
     /// Stages a copy under a temp name (visible in listings, as on disk).
     public func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile {
         try begin(.install, path)
@@ -352,6 +326,16 @@ public final class InMemoryTree: FileAccessorProviding {
             if s.durable != nil { s.volatileData.insert(node.inode) }
         }
         return StagedFile(path: path, temporaryName: Array(padded), source: source.stat)
+    }
+
+    /// A staged file's own fsync: its data is durable (its name only after a barrier).
+    public func sync(_ staged: StagedFile) throws {
+        try begin(.sync, staged.path)
+        let temp = staged.path.parent!.appending(staged.temporaryName)
+        try state.withLock { s in
+            guard let node = s.nodes[temp] else { throw KeepSyncError(.notFound, "fsync: no temp file", path: staged.path) }
+            s.volatileData.remove(node.inode)
+        }
     }
 
     /// Counts barriers; with the power-cut model on, makes every change so far durable

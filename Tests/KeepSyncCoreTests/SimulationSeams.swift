@@ -253,12 +253,6 @@ final class SimulationMirror: FileAccessorProviding {
 
     // MARK: Writes
 
-    func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat {
-        try gate("install", path) { self.leaveTemporary(for: path, from: source) }
-        interference.copyStarts(path)
-        return try tree.install(path, from: source)
-    }
-
     func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile {
         try gate("stage", path) { self.leaveTemporary(for: path, from: source) }
         interference.copyStarts(path)
@@ -268,6 +262,11 @@ final class SimulationMirror: FileAccessorProviding {
     func barrier() throws {
         try gate("barrier", .root)
         try tree.barrier()
+    }
+
+    func sync(_ staged: StagedFile) throws {
+        try gate("sync", staged.path)
+        try tree.sync(staged)
     }
 
     func probe() throws {
