@@ -145,6 +145,24 @@ public final class InMemoryTree: FileAccessorProviding {
     /// The node at a path.
     public func node(_ path: RelativePath) -> Node? { state.withLock { $0.nodes[path] } }
 
+    /// How reads of this tree's files go: at most `chunk` bytes a call (short reads, as a
+    /// real file may give), and `between` called before each read after the first, with
+    /// the path: where a writer may rewrite the file while it is read.
+    public struct Reads: Sendable {
+        /// Bytes a read returns at most.
+        public var chunk = Int.max
+        /// Called between two reads of one open file.
+        public var between: (@Sendable (RelativePath) -> Void)?
+        /// The default: whole reads, nobody in between.
+        public init(chunk: Int = .max, between: (@Sendable (RelativePath) -> Void)? = nil) {
+            self.chunk = chunk
+            self.between = between
+        }
+    }
+
+    /// How this tree's files are read (see `Reads`).
+    public let reads = Mutex(Reads())
+
     /// Writes a regular file (creating or replacing in place), with an explicit mtime or a fresh tick.
     public func writeFile(_ path: RelativePath, _ content: [UInt8], mode: UInt32 = 0o644, mtime: Timespec? = nil) {
         state.withLock { s in
@@ -546,20 +564,28 @@ public final class InMemoryFile: SourceFile {
     let path: RelativePath
     /// The stat at open time.
     public let stat: FileStat
-    var content: ArraySlice<UInt8>
+    /// The bytes at open time: what is read once the path names another inode.
+    let opened: [UInt8]
+    var offset = 0
 
     init(tree: InMemoryTree, path: RelativePath, stat: FileStat, content: [UInt8]) {
         self.tree = tree
         self.path = path
         self.stat = stat
-        self.content = content[...]
+        self.opened = content
     }
 
-    /// Reads the next bytes.
+    /// Reads the next bytes of the inode as they are now: a write in place between two
+    /// reads shows, so a copy may hold a mix of two versions (the product must see that
+    /// the source changed).
     public func read(upTo count: Int) throws -> [UInt8] {
-        let chunk = content.prefix(count)
-        content = content.dropFirst(chunk.count)
-        return Array(chunk)
+        let reads = tree.reads.withLock { $0 }
+        if offset > 0 { reads.between?(path) }
+        let now = tree.node(path).flatMap { $0.kind == .regular && $0.inode == stat.inode ? $0.content : nil } ?? opened
+        let end = min(now.count, offset + min(count, reads.chunk))
+        guard offset < end else { return [] }
+        defer { offset = end }
+        return Array(now[offset..<end])
     }
 
     /// The stat of the same inode now (a vanished or replaced file reads as changed).

@@ -258,6 +258,35 @@ struct RunCommandTests {
         try await Self.stop(agent, sandbox)
     }
 
+    @Test func anAgentStoppedWhileMoreChangesArriveThanTheKernelQueueHoldsRescansAndConverges() async throws {
+        let queued = Int(String(decoding: (try? FS.readFile(Array("/proc/sys/fs/inotify/max_queued_events".utf8))) ?? [],
+                                as: UTF8.self).filter(\.isNumber)) ?? 16384
+        guard queued <= 100_000 else {
+            try Test.cancel("max_queued_events = \(queued) needs too many files to overflow")
+        }
+        let sandbox = try Sandbox()
+        try sandbox.buildSmallSource()
+        let agent = try await Self.start(sandbox)
+        defer { agent.killNow() }
+        try await Self.expectMirrorConverges(sandbox, agent, "initial sync")
+        // Stopped, the agent reads nothing: CREATE, MODIFY and CLOSE_WRITE of each file
+        // fill the kernel's queue past max_queued_events.
+        agent.send(SIGSTOP)
+        let count = queued / 3 + 2_000
+        try FS.mkdir(sandbox.source / "burst")
+        for i in 0..<count { try FS.writeFile(sandbox.source / "burst/\(i)", "\(i)") }
+        agent.send(SIGCONT)
+        let overflowed = try await Self.eventually(timeout: .seconds(30)) {
+            agent.stderrLines.contains { $0.contains("inotify event queue overflowed") }
+        }
+        #expect(overflowed, "no overflow after \(count) files with max_queued_events = \(queued)\n\(agent.stderrText)")
+        let converged = try await Self.eventually(timeout: .seconds(120)) {
+            Self.mirrorDifferences(sandbox).isEmpty && (Self.status(sandbox)?["pending"] as? NSNumber)?.intValue == 0
+        }
+        #expect(converged, "\(Self.mirrorDifferences(sandbox).prefix(5))\n\(agent.stderrText)")
+        try await Self.stop(agent, sandbox)
+    }
+
     @Test func sigintExitsZeroAfterACleanDrain() async throws {
         let sandbox = try Sandbox()
         try sandbox.buildSmallSource()

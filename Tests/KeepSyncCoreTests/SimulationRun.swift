@@ -145,6 +145,9 @@ final class SimulationRun {
         faults = SimulationFaults(seed: seed)
         faults.configure(mirror: settings.mirrorFaults, source: settings.sourceFaults)
         interference = SimulationInterference(seed: seed, source: source)
+        // Copies read a few bytes at a time, and the concurrent writer may act in between.
+        let writer = interference
+        source.reads.withLock { $0 = InMemoryTree.Reads(chunk: 16) { writer.betweenReads($0) } }
         mirror = SimulationMirror(tree: mirrorTree, power: power, faults: faults, interference: interference,
                                   log: verbose ? log : nil)
         store = SimulationStore(durable: durable, power: power)
@@ -360,6 +363,7 @@ final class SimulationRun {
             note("  \(w.description)")
             if manager != nil, !power.crashed { queue += w.events }
             count("interference")
+            if w.description.hasSuffix("mid-read") { count("midReadRewrites") }
             if let node = w.node { history.observe([w.path: node]) }
             sourceChanged()
         }

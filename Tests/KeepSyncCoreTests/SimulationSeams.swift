@@ -172,6 +172,20 @@ final class SimulationInterference: Sendable {
         set { state.withLock { $0.probability = newValue } }
     }
 
+    /// Called between two reads of a copy of `path`: maybe rewrite the file in place, same
+    /// length, other bytes, so that the copy holds the start of one version and the rest
+    /// of another unless the product notices.
+    func betweenReads(_ path: RelativePath) {
+        state.withLock { s in
+            guard s.probability > 0, s.rng.chance(s.probability / 4),
+                  let node = source.node(path), node.kind == .regular, !node.content.isEmpty else { return }
+            s.tag += 1
+            source.writeFile(path, node.content.map { $0 &+ 1 }, mode: node.mode)
+            s.writes.append(Write(path: path, description: "concurrent rewrite in place of \(path.escaped) mid-read",
+                                  events: [.changed(path), .closedAfterWrite(path)], node: source.node(path)))
+        }
+    }
+
     /// Called when a copy of `path` starts: maybe rewrite the source file now.
     func copyStarts(_ path: RelativePath) {
         state.withLock { s in

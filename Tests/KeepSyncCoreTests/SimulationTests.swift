@@ -115,7 +115,7 @@ struct SimulationTests {
         // The machinery fired: a default run that crashed, faulted, overflowed, damaged the
         // store and compacted nowhere would prove nothing.
         if seeds.count >= Self.defaultSeeds {
-            for key in ["crashes", "faults", "overflows", "storeDamage", "backgroundCompactions", "interference"] {
+            for key in ["crashes", "faults", "overflows", "storeDamage", "backgroundCompactions", "interference", "midReadRewrites", "powerCuts"] {
                 #expect(totals[key, default: 0] > 0, "no \(key) in \(seeds.count) seeds")
             }
         }
