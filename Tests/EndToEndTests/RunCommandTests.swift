@@ -269,11 +269,15 @@ struct RunCommandTests {
         let agent = try await Self.start(sandbox)
         defer { agent.killNow() }
         try await Self.expectMirrorConverges(sandbox, agent, "initial sync")
-        // Stopped, the agent reads nothing: CREATE, MODIFY and CLOSE_WRITE of each file
-        // fill the kernel's queue past max_queued_events.
-        agent.send(SIGSTOP)
-        let count = queued / 3 + 2_000
+        // A watched directory first (a probe in it mirrored), then, stopped, the agent
+        // reads nothing: at least CREATE and CLOSE_WRITE of each file fill the kernel's
+        // queue past max_queued_events.
         try FS.mkdir(sandbox.source / "burst")
+        try FS.writeFile(sandbox.source / "burst/probe", "probe")
+        let watched = try await Self.eventually(timeout: .seconds(30)) { FS.exists(sandbox.mirror / "burst/probe") }
+        try #require(watched, "burst/probe never reached the mirror\n\(agent.stderrText)")
+        agent.send(SIGSTOP)
+        let count = queued / 2 + 2_000
         for i in 0..<count { try FS.writeFile(sandbox.source / "burst/\(i)", "\(i)") }
         agent.send(SIGCONT)
         let overflowed = try await Self.eventually(timeout: .seconds(30)) {
