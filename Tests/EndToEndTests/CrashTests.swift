@@ -44,7 +44,7 @@ struct CrashTests {
         var killPoints = 0, rounds = 0, failedRounds = 0
         var filesAtKill: [Int] = []
         var orphanedTemps = 0, killsWithTemps = 0
-        while killPoints < Self.initialSyncKillPoints && rounds < Self.initialSyncKillPoints * 2 && failedRounds < 3 {
+        while killPoints < Self.initialSyncKillPoints && rounds < Self.initialSyncKillPoints * 3 && failedRounds < 3 {
             rounds += 1
             let delay = Duration.nanoseconds(Int64(Double(durationNs) * rng.unit()))
             let child = try RunCommandTests.Agent(binary: sandbox.binary,
@@ -121,7 +121,7 @@ struct CrashTests {
 
         let clock = ContinuousClock()
         var killPoints = 0, rounds = 0, failedRounds = 0, writes = 0, orphanedTemps = 0, killsWithTemps = 0
-        while killPoints < Self.liveRewriteKillPoints && rounds < Self.liveRewriteKillPoints * 2 && failedRounds < 3 {
+        while killPoints < Self.liveRewriteKillPoints && rounds < Self.liveRewriteKillPoints * 3 && failedRounds < 3 {
             rounds += 1
             // Rewrite random files until the random kill instant (10 – 400 ms), pausing 0 – 15 ms between versions.
             let killDelay = Duration.milliseconds(10 + Int64(rng.next() % 391))
