@@ -46,12 +46,11 @@ public protocol FileAccessorProviding: FileSystemProviding {
     /// Sets permission bits and/or modification time of a file or directory.
     func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws
     /// Group commit, step 1: writes `source` into a temp file next to `path` with its
-    /// mode and mtime, neither durable nor visible yet.
-    func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile
+    /// mode and mtime, not visible yet; `durable` fsyncs it too (a lone copy's barrier),
+    /// else it is durable only after the next `barrier`.
+    func stage(_ path: RelativePath, from source: any SourceFile, durable: Bool) throws -> StagedFile
     /// Makes everything written so far durable (one `syncfs`).
     func barrier() throws
-    /// A lone copy's barrier: makes one staged file's data durable (its own `fsync`).
-    func sync(_ staged: StagedFile) throws
     /// Group commit, step 2 (after a barrier): renames a staged file into place.
     func publish(_ staged: StagedFile) throws -> FileStat
     /// Removes a staged file's temp file.
@@ -118,14 +117,13 @@ public protocol WatcherProviding: Sendable {
 
 extension FileAccessorProviding {
     /// Copies `source` to `path` on its own, atomically and durably: staged (temp file,
-    /// data, mode, mtime), its own fsync, the source checked unchanged, renamed into place.
-    /// The group commit's steps with a file's fsync for the barrier, through the same
+    /// data, mode, mtime) and fsynced, the source checked unchanged, renamed into place.
+    /// The group commit's steps with the file's fsync for the barrier, through the same
     /// seam, so that a fake mirror sees every step a power cut can fall between.
     /// Throws `.sourceChanged` when the source changed during the copy.
     public func install(_ path: RelativePath, from source: any SourceFile) throws -> FileStat {
-        let staged = try stage(path, from: source)
+        let staged = try stage(path, from: source, durable: true)
         do {
-            try sync(staged)
             guard try source.currentStat().sameVersion(as: staged.source) else {
                 throw KeepSyncError(.sourceChanged, "source changed during copy", path: path)
             }

@@ -502,7 +502,7 @@ public final class SyncEngine {
                     return nil
                 }
                 defer { file.close() }
-                return try mirror.stage(path, from: file)
+                return try mirror.stage(path, from: file, durable: false)
             }
             slots.withLock { $0[i] = outcome }
         }
@@ -584,14 +584,6 @@ public final class SyncEngine {
         return true
     }
 
-    /// Appends what is queued, then rewrites the store to hold exactly the records.
-    public func compact() throws {
-        var summary = SyncSummary()
-        flushRecords(&summary)
-        if let error = summary.errors.first { throw error }
-        try store.compact(records)
-    }
-
     /// Hands over the queued record changes, for the caller to append (in order) with
     /// `appendDurably`.
     public func takePendingChanges() -> [RecordChange] {
@@ -604,13 +596,6 @@ public final class SyncEngine {
                                      store: any BookmarkStorageProviding) throws {
         try mirror.barrier()
         try store.apply(changes)
-    }
-
-    /// Appends queued record changes now.
-    public func flush() -> KeepSyncError? {
-        var summary = SyncSummary()
-        flushRecords(&summary)
-        return summary.errors.first
     }
 
     private func report(_ error: any Error, path: RelativePath, into summary: inout SyncSummary) {

@@ -48,9 +48,9 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     public func readLink(_ path: RelativePath) throws -> [UInt8] { try tree.readLink(path) }
     public func open(_ path: RelativePath) throws -> any SourceFile { try tree.open(path) }
 
-    /// Writes the temp file (data, mode, mtime) without fsync or rename. The directory it
-    /// is made in stays open until `publish` or `discard`.
-    public func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile {
+    /// Writes the temp file (data, mode, mtime; fsynced when `durable`), without the rename.
+    /// The directory it is made in stays open until `publish` or `discard`.
+    public func stage(_ path: RelativePath, from source: any SourceFile, durable: Bool) throws -> StagedFile {
         let parentPath = path.parent!
         let parent: FileDescriptor
         if parentPath.isRoot {
@@ -70,6 +70,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         do throws(Errno) {
             try temp.setMode(source.stat.mode)
             try temp.setModificationTime(source.stat.mtime)
+            if durable { try temp.sync() }
         } catch { throw error.error("finish temp file", path: path) }
         kept = true
         temporaries.withLock { $0[tempName] = parentPath.isRoot ? nil : parent }
@@ -85,16 +86,6 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     private func removeTemporary(_ name: [UInt8], in directory: FileDescriptor) {
         try? Sys.unlink(directory, name, directory: false)
         temporaries.withLock { _ = $0.removeValue(forKey: name) }
-    }
-
-    /// `fsync` of a staged temp file, opened again through the directory it was made in.
-    public func sync(_ staged: StagedFile) throws {
-        let made = temporaries.withLock { $0[staged.temporaryName] ?? nil }
-        do throws(Errno) {
-            let fd = try Sys.open(made ?? tree.root, staged.temporaryName, O_WRONLY | O_NOFOLLOW, mode: 0)
-            defer { fd.close() }
-            try fd.sync()
-        } catch { throw error.error("finish temp file", path: staged.path) }
     }
 
     /// `syncfs` of the mirror's file system.

@@ -45,7 +45,7 @@ public final class InMemoryTree: FileAccessorProviding {
         case list
         /// `barrier`.
         case barrier
-        /// `sync` of one staged file.
+        /// The fsync of a staged file (`stage(…, durable: true)`).
         case sync
         /// `probe`.
         case probe
@@ -320,7 +320,7 @@ public final class InMemoryTree: FileAccessorProviding {
     // MARK: FileAccessorProviding
 
     /// Stages a copy under a temp name (visible in listings, as on disk).
-    public func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile {
+    public func stage(_ path: RelativePath, from source: any SourceFile, durable: Bool) throws -> StagedFile {
         try begin(.install, path)
         var content: [UInt8] = []
         while true {
@@ -328,6 +328,7 @@ public final class InMemoryTree: FileAccessorProviding {
             if chunk.isEmpty { break }
             content += chunk
         }
+        if durable { try begin(.sync, path) }
         let name = TemporaryName.prefix + Array(String(state.withLock { $0.nextInode } + 1, radix: 16).utf8)
         let padded = TemporaryName.prefix + Array(repeating: UInt8(ascii: "0"), count: 16 - (name.count - TemporaryName.prefix.count))
             + name[TemporaryName.prefix.count...]
@@ -339,21 +340,12 @@ public final class InMemoryTree: FileAccessorProviding {
                             inode: Self.newInode(&s), content: content, target: [])
             s.nodes[temp] = node
             s.staged.insert(temp)
-            // Written without an fsync: durable only after the group's barrier.
+            // Without its own fsync, the data is durable only after the group's barrier
+            // (the name, either way).
             s.record(.put(temp, node))
-            if s.durable != nil { s.volatileData.insert(node.inode) }
+            if s.durable != nil && !durable { s.volatileData.insert(node.inode) }
         }
         return StagedFile(path: path, temporaryName: Array(padded), source: source.stat)
-    }
-
-    /// A staged file's own fsync: its data is durable (its name only after a barrier).
-    public func sync(_ staged: StagedFile) throws {
-        try begin(.sync, staged.path)
-        let temp = staged.path.parent!.appending(staged.temporaryName)
-        try state.withLock { s in
-            guard let node = s.nodes[temp] else { throw KeepSyncError(.notFound, "fsync: no temp file", path: staged.path) }
-            s.volatileData.remove(node.inode)
-        }
     }
 
     /// Counts barriers; with the power-cut model on, makes every change so far durable

@@ -639,7 +639,6 @@ extension FileModel {
         var live = self
         var ops: [Operation] = []
         var fdPaths: [[UInt8]: [UInt8]] = [:]
-        var unfinished: [ArraySlice<UInt8>: [UInt8]] = [:]
         var copied: [Int: Int] = [:]
         var callIndex = 0
         func add(_ kind: Operation.Kind, fs: Int, storeFile: [UInt8]? = nil) {
@@ -661,18 +660,7 @@ extension FileModel {
             live.apply(op)
             ops.append(op)
         }
-        for raw in log.split(separator: 0x0A) {
-            guard let space = raw.firstIndex(of: 0x20) else { continue }
-            let pid = raw[..<space]
-            var line = Array(raw[space...].drop { $0 == 0x20 })
-            if line.ends(with: Array("<unfinished ...>".utf8)) {
-                unfinished[pid] = Array(line.dropLast("<unfinished ...>".count))
-                continue
-            }
-            if line.starts(with: Array("<... ".utf8)), let r = line.firstRange(of: Array(" resumed>".utf8)) {
-                line = (unfinished.removeValue(forKey: pid) ?? []) + line[r.upperBound...]
-            }
-            guard let call = TraceCall(line) else { continue }
+        for call in TraceCall.calls(in: log) {
             callIndex += 1
             let a = call.arguments
             func at(_ dir: Int, _ name: Int) -> [UInt8]? {
@@ -791,6 +779,28 @@ extension FileModel {
 
 /// One strace line: `name(arguments) = result`, split at top-level commas.
 struct TraceCall {
+    /// The calls of an `strace -f -xx` log that succeeded, in order, each whole (a call
+    /// split by `<unfinished ...>` is joined with its resumption).
+    static func calls(in log: [UInt8]) -> [TraceCall] {
+        var unfinished: [ArraySlice<UInt8>: [UInt8]] = [:]
+        var out: [TraceCall] = []
+        for raw in log.split(separator: 0x0A) {
+            guard let space = raw.firstIndex(of: 0x20) else { continue }
+            let pid = raw[..<space]
+            // The pid column is padded to five places: `8891  write(…`.
+            var line = Array(raw[space...].drop { $0 == 0x20 })
+            if line.ends(with: Array("<unfinished ...>".utf8)) {
+                unfinished[pid] = Array(line.dropLast("<unfinished ...>".count))
+                continue
+            }
+            if line.starts(with: Array("<... ".utf8)), let r = line.firstRange(of: Array(" resumed>".utf8)) {
+                line = (unfinished.removeValue(forKey: pid) ?? []) + line[r.upperBound...]
+            }
+            if let call = TraceCall(line) { out.append(call) }
+        }
+        return out
+    }
+
     var name: String
     var arguments: [[UInt8]]
     var returnedText: String

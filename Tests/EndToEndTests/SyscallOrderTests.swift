@@ -32,7 +32,7 @@ struct SyscallOrderTests {
                 try FS.writeFile(sandbox.source / "big0", FS.pattern(count: 2 << 20, seed: 9))
             }
             let log = sandbox.root / "trace-\(round.count)"
-            let arguments = ["-f", "-y", "-qq", "-o", String(decoding: log, as: UTF8.self), "-e",
+            let arguments = ["-f", "-y", "-xx", "-qq", "-o", String(decoding: log, as: UTF8.self), "-e",
                              "trace=write,pwrite64,writev,copy_file_range,sendfile,fsync,fdatasync,syncfs,rename,renameat,renameat2",
                              String(decoding: sandbox.binary, as: UTF8.self), "sync"].map { Array($0.utf8) }
                 + sandbox.paths.map(\.argumentBytes)
@@ -63,8 +63,6 @@ struct SyscallOrder {
     var problems: [String] = []
     var counts: [String: Int] = [:]
     var calls = 0
-    /// Calls split by `<unfinished ...>`, by pid.
-    var unfinished: [Substring: String] = [:]
 
     init(mirror: [UInt8], state: [UInt8]) {
         self.mirror = String(decoding: mirror, as: UTF8.self)
@@ -74,26 +72,11 @@ struct SyscallOrder {
     var recordsLog: String { state + "/records.log" }
 
     mutating func read(_ bytes: [UInt8], _ round: String) {
-        for raw in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            guard let space = raw.firstIndex(of: " ") else { continue }
-            let pid = raw[..<space]
-            // The pid column is padded to five places: `8891  write(…`.
-            var line = String(raw[raw.index(after: space)...].drop { $0 == " " })
-            if line.hasSuffix("<unfinished ...>") {
-                unfinished[pid] = String(line.dropLast("<unfinished ...>".count))
-                continue
-            }
-            if line.hasPrefix("<... "), let close = line.range(of: " resumed>") {
-                line = (unfinished.removeValue(forKey: pid) ?? "") + line[close.upperBound...]
-            }
-            // `name(args) = result`, the result column padded with blanks.
-            guard let open = line.firstIndex(of: "("), let equals = line.range(of: " = ", options: .backwards),
-                  let close = line[..<equals.lowerBound].lastIndex(of: ")"),
-                  line[line.index(after: close)..<equals.lowerBound].allSatisfy({ $0 == " " }),
-                  let result = Int(line[equals.upperBound...].prefix { $0 == "-" || $0.isNumber }), result >= 0 else { continue }
+        for call in TraceCall.calls(in: bytes) {
             calls += 1
-            let args = String(line[line.index(after: open)..<close])
-            step(String(line[..<open]), fds: Self.paths(in: args), names: Self.quoted(in: args), round)
+            let text = { (b: [UInt8]) in String(decoding: b, as: UTF8.self) }
+            step(call.name, fds: call.arguments.compactMap(TraceCall.fdPath).map(text),
+                 names: call.arguments.compactMap(TraceCall.string).map(text), round)
         }
         // A process that exits leaves nothing behind that it still meant to make durable.
         finish(round)
@@ -161,35 +144,5 @@ struct SyscallOrder {
         default:
             break
         }
-    }
-
-    /// The paths strace -y shows for descriptors: `5</a/b>`.
-    static func paths(in args: String) -> [String] {
-        var out: [String] = []
-        var rest = Substring(args)
-        while let lt = rest.firstIndex(of: "<") {
-            let before = rest[..<lt]
-            guard let last = before.last, last.isNumber, let gt = rest[lt...].firstIndex(of: ">") else {
-                rest = rest[rest.index(after: lt)...]
-                continue
-            }
-            out.append(String(rest[rest.index(after: lt)..<gt]))
-            rest = rest[rest.index(after: gt)...]
-        }
-        return out
-    }
-
-    /// The quoted strings among the arguments (file names; data is never quoted here
-    /// since the calls that carry names carry no data).
-    static func quoted(in args: String) -> [String] {
-        var out: [String] = []
-        var rest = Substring(args)
-        while let q = rest.firstIndex(of: "\"") {
-            let after = rest.index(after: q)
-            guard let end = rest[after...].firstIndex(of: "\"") else { break }
-            out.append(String(rest[after..<end]))
-            rest = rest[rest.index(after: end)...]
-        }
-        return out
     }
 }

@@ -267,10 +267,10 @@ final class SimulationMirror: FileAccessorProviding {
 
     // MARK: Writes
 
-    func stage(_ path: RelativePath, from source: any SourceFile) throws -> StagedFile {
+    func stage(_ path: RelativePath, from source: any SourceFile, durable: Bool) throws -> StagedFile {
         try gate("stage", path) { self.leaveTemporary(for: path, from: source) }
         interference.copyStarts(path)
-        return try tree.stage(path, from: source)
+        return try tree.stage(path, from: source, durable: durable)
     }
 
     func barrier() throws {
@@ -278,10 +278,6 @@ final class SimulationMirror: FileAccessorProviding {
         try tree.barrier()
     }
 
-    func sync(_ staged: StagedFile) throws {
-        try gate("sync", staged.path)
-        try tree.sync(staged)
-    }
 
     func probe() throws {
         try gate("probe", .root)
