@@ -1,0 +1,332 @@
+import Glibc
+import KeepSyncCore
+
+/// The state of one `start`…`stop` of an `InotifyWatcher`: the inotify descriptor, the wake
+/// pipe, the thread's loop (poll, read, back off after errors), the translation of raw
+/// events into `WatchEvent`s, the rebuild after an overflow and the periodic rescan while
+/// the watch limit leaves directories unwatched.
+///
+/// Owned by one thread at a time: the caller of `start` while the initial watches are
+/// added, then the watcher thread alone; `@unchecked Sendable` only for that single
+/// handover to the thread.
+final class InotifySession: @unchecked Sendable {
+    /// Weak, so that dropping the watcher without `stop()` still ends the thread (`deinit`).
+    private weak var watcher: InotifyWatcher?
+    private let rootPath: [UInt8]
+    private let generation: Int
+    private let excludes: ExcludeMatcher
+    private let outbox: EventOutbox
+    private let logger: Logger
+    private let inotify: FileDescriptor
+    private let wakeRead: FileDescriptor
+    /// The wake pipe's write end, which `stop()` writes to.
+    let wakeWrite: FileDescriptor
+    private let rootFD: FileDescriptor
+    private let walker: DirectoryWalker
+    private var tree: WatchTree { walker.tree }
+    private let clock = ContinuousClock()
+    private var moves = MovePairer<ContinuousClock.Instant>(window: InotifySession.pairingWindow)
+    private var limit: WatchLimitMonitor
+    private var buffer = [UInt8](repeating: 0, count: Inotify.bufferSize)
+    private var readIndex = 0
+    /// Why the watch tree must be rebuilt and a rescan reported, when it must.
+    private var reconcileReason: String?
+    private var rootGone = false
+    private var backoff: Duration = .zero
+    private var backoffUntil: ContinuousClock.Instant?
+
+    /// How long a MOVED_FROM waits for its MOVED_TO.
+    static let pairingWindow: Duration = .milliseconds(5)
+
+    /// Opens inotify and the wake pipe and watches the tree (see `DirectoryWalker`). Throws
+    /// when the root cannot be watched, or `DirectoryWalker.Stopped` when `stop()` came first.
+    init(watcher: InotifyWatcher, generation: Int, excludes: ExcludeMatcher,
+         continuation: AsyncStream<WatchEvent>.Continuation, logger: Logger, interval: Duration) throws {
+        self.watcher = watcher
+        self.rootPath = watcher.rootPath
+        self.generation = generation
+        self.excludes = excludes
+        self.outbox = EventOutbox(continuation, logger: logger)
+        self.logger = logger
+        self.limit = WatchLimitMonitor(interval: interval, logger: logger)
+        let display = ByteEscaping.escape(rootPath)
+        do throws(Errno) {
+            inotify = try Inotify.initialize()
+        } catch {
+            if error.rawValue == EMFILE {
+                throw KeepSyncError(.watchLimitReached, "inotify_init1: too many inotify instances; raise fs.inotify.max_user_instances (sysctl fs.inotify.max_user_instances=N)", errno: error.rawValue)
+            }
+            throw error.error("inotify_init1")
+        }
+        let pipe: (read: FileDescriptor, write: FileDescriptor)
+        do throws(Errno) { pipe = try Inotify.makePipe() } catch {
+            inotify.close()
+            throw error.error("pipe")
+        }
+        wakeRead = pipe.read
+        wakeWrite = pipe.write
+        do throws(Errno) {
+            rootFD = try Sys.open(.currentDirectory, rootPath, O_RDONLY | O_DIRECTORY)
+        } catch {
+            inotify.close()
+            wakeRead.close()
+            wakeWrite.close()
+            throw KeepSyncError(error.code, "cannot watch \(display): open: \(error.text)", errno: error.rawValue)
+        }
+        do {
+            walker = try DirectoryWalker(inotify: inotify, rootFD: rootFD, rootPath: rootPath, excludes: excludes,
+                                         outbox: outbox, logger: logger, heartbeat: watcher.heartbeat,
+                                         stopRequested: { [weak watcher] in
+                                             watcher?.shared.withLock { $0.active != generation } ?? true
+                                         })
+        } catch {
+            InotifySession.close(inotify: inotify, wakeRead: wakeRead, wakeWrite: wakeWrite, rootFD: rootFD,
+                                 watcher: watcher, generation: generation)
+            throw error
+        }
+        publish()
+        limit.note(unwatched: tree.unwatched.count, now: clock.now)
+    }
+
+    // MARK: Running
+
+    /// The thread's loop: poll, read, handle, until `stop()`.
+    func run() {
+        defer { shutdown() }
+        while !stopRequested {
+            let now = clock.now
+            let ready: (events: Bool, wake: Bool)
+            do throws(Errno) {
+                if outbox.owesRescan {
+                    // The stream is full: read nothing until the owed rescan fits.
+                    let r = try Inotify.poll(wakeRead, wakeRead, timeoutMilliseconds: 20)
+                    if r.first || stopRequested { return }
+                    outbox.settleRescan()
+                    continue
+                }
+                if let until = backoffUntil, now < until {
+                    let r = try Inotify.poll(wakeRead, wakeRead, timeoutMilliseconds: milliseconds(until - now))
+                    ready = (false, r.first)
+                } else {
+                    let r = try Inotify.poll(inotify, wakeRead, timeoutMilliseconds: timeout(now))
+                    ready = (r.first, r.second)
+                }
+            } catch {
+                failed("poll", error)
+                usleep(100_000)  // poll itself is failing: do not spin
+                continue
+            }
+            if ready.wake || stopRequested { return }
+            var queueEmpty = !ready.events
+            if ready.events, backoffUntil.map({ clock.now >= $0 }) ?? true {
+                queueEmpty = drain()
+            }
+            do {
+                try afterBatch(queueEmpty: queueEmpty)
+            } catch {
+                return
+            }
+        }
+    }
+
+    /// Reads until the queue is empty (or a bound, to notice `stop()`); true when empty.
+    private func drain() -> Bool {
+        for _ in 0..<64 {
+            let events: [Inotify.Event]?
+            do throws(Errno) { events = try Inotify.read(inotify, buffer: &buffer) } catch {
+                failed("read", error)
+                return true
+            }
+            guard let events else { return true }
+            backoff = .zero
+            readIndex += 1
+            logger.debug("inotify: read \(events.count) events")
+            for event in events { handle(event) }
+            emit(moves.expire(at: clock.now, readBefore: readIndex, in: tree))
+            if stopRequested { return false }
+        }
+        return false
+    }
+
+    /// Flushes expired moves, retries deferred directories, rebuilds after an overflow,
+    /// reports the watch limit, publishes the counters.
+    private func afterBatch(queueEmpty: Bool) throws {
+        if queueEmpty { emit(moves.expire(at: clock.now, in: tree)) }
+        if walker.hasDeferred, try walker.retryDeferred(), reconcileReason == nil {
+            reconcileReason = "a new directory could not be followed"
+        }
+        if let reason = reconcileReason {
+            reconcileReason = nil
+            if !rootGone { try walker.rebuild() }
+            outbox.emit(.rescan(reason: reason))
+        }
+        if let reason = walker.takeRescanReason() {
+            outbox.emit(.rescan(reason: reason))
+        }
+        if limit.isDue(now: clock.now), !rootGone {
+            try walker.rebuild()
+            outbox.emit(.rescan(reason: limit.rescanned(unwatched: tree.unwatched.count)))
+        }
+        limit.note(unwatched: tree.unwatched.count, now: clock.now)
+        publish()
+    }
+
+    /// The poll timeout: the nearest move deadline, deferred retry or limit rescan.
+    private func timeout(_ now: ContinuousClock.Instant) -> Int32 {
+        var next: ContinuousClock.Instant?
+        func consider(_ instant: ContinuousClock.Instant?) {
+            guard let instant else { return }
+            if next == nil || instant < next! { next = instant }
+        }
+        consider(moves.nextDeadline)
+        if walker.hasDeferred { consider(now + InotifySession.pairingWindow) }
+        consider(limit.due)
+        if reconcileReason != nil || walker.hasRescanReason { consider(now) }
+        guard let next else { return -1 }
+        return milliseconds(next - now)
+    }
+
+    /// A duration as a poll timeout, rounded up.
+    private func milliseconds(_ duration: Duration) -> Int32 {
+        if duration <= .zero { return 0 }
+        let (seconds, attoseconds) = duration.components
+        let ms = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return Int32(clamping: ms)
+    }
+
+    /// A poll or read failed unexpectedly: report a rescan, back off, rebuild afterwards.
+    private func failed(_ call: String, _ error: Errno) {
+        logger.error("inotify: \(call) failed: \(error.text); rescanning")
+        backoff = backoff == .zero ? .seconds(1) : min(backoff * 2, .seconds(30))
+        backoffUntil = clock.now + backoff
+        if reconcileReason == nil { reconcileReason = "inotify \(call) failed: \(error.text)" }
+    }
+
+    private var stopRequested: Bool {
+        watcher?.shared.withLock { $0.active != generation } ?? true
+    }
+
+    private func emit(_ events: [WatchEvent]) {
+        for event in events { outbox.emit(event) }
+    }
+
+    /// Copies the counters where the public properties read them.
+    private func publish() {
+        let counts = (tree.watches.count, tree.unwatched.count)
+        watcher?.shared.withLock { s in
+            guard s.active == generation else { return }
+            s.watched = counts.0
+            s.unwatched = counts.1
+        }
+    }
+
+    /// Closes the descriptors and ends the stream (on the thread, at its end).
+    private func shutdown() {
+        close()
+        watcher?.shared.withLock { s in
+            if s.active == generation {
+                s.active = nil
+                s.continuation = nil
+            }
+        }
+        outbox.finish()
+    }
+
+    /// Closes every descriptor; the write end under the lock, so `stop()` never writes
+    /// to a closed (or reused) descriptor.
+    func close() {
+        InotifySession.close(inotify: inotify, wakeRead: wakeRead, wakeWrite: wakeWrite, rootFD: rootFD,
+                             watcher: watcher, generation: generation)
+    }
+
+    private static func close(inotify: FileDescriptor, wakeRead: FileDescriptor, wakeWrite: FileDescriptor,
+                              rootFD: FileDescriptor, watcher: InotifyWatcher?, generation: Int) {
+        inotify.close()
+        wakeRead.close()
+        rootFD.close()
+        guard let watcher else {
+            wakeWrite.close()  // nobody is left to write to it
+            return
+        }
+        watcher.shared.withLock { s in
+            if let wake = s.wake, wake.generation == generation { s.wake = nil }
+            wakeWrite.close()
+        }
+    }
+
+    // MARK: Events
+
+    private func handle(_ event: Inotify.Event) {
+        if event.wd == -1 || event.has(Inotify.overflow) {
+            logger.warning("inotify event queue overflowed (fs.inotify.max_queued_events); rescanning")
+            reconcileReason = "inotify event queue overflowed"
+            return
+        }
+        if event.has(Inotify.ignored) {
+            watchVanished(event.wd)
+            return
+        }
+        guard let node = tree.node(for: event.wd) else { return }
+        if event.name.isEmpty {
+            if node === tree.root {
+                if event.has(Inotify.deleteSelf | Inotify.moveSelf | Inotify.unmount) {
+                    rootVanished()
+                } else if event.has(Inotify.attrib) {
+                    outbox.emit(.changed(.root))
+                }
+            }
+            return
+        }
+        let isDirectory = event.has(Inotify.isDirectory)
+        let path = node.path.appending(event.name)
+        let excluded = excludes.excludes(path, isDirectory: isDirectory)
+        // A later event on a path waiting as a move source ends the wait (keeps the order).
+        emit(moves.supersede(by: path, cookie: event.cookie, in: tree))
+        if event.has(Inotify.movedFrom) {
+            moves.departed(cookie: event.cookie, name: event.name, from: node, path: path, isDirectory: isDirectory,
+                           excluded: excluded, readIndex: readIndex, now: clock.now)
+            return
+        }
+        if event.has(Inotify.movedTo) {
+            let arrival = moves.arrived(cookie: event.cookie, name: event.name, in: node, path: path,
+                                        isDirectory: isDirectory, excluded: excluded, tree: tree)
+            emit(arrival.events)
+            if arrival.outOfStep { reconcileReason = reconcileReason ?? "inotify watch map out of step" }
+            if arrival.newDirectory { walker.newDirectory(parent: node, name: event.name) }
+            return
+        }
+        if excluded {
+            // Not mirrored, but an entry created or removed changes its directory's
+            // mtime: the manager fixes the directory (and copies nothing).
+            if event.has(Inotify.create | Inotify.delete) { outbox.emit(.changed(path)) }
+            return
+        }
+        if event.has(Inotify.create) {
+            outbox.emit(.changed(path))
+            if isDirectory { walker.newDirectory(parent: node, name: event.name) }
+        }
+        if event.has(Inotify.delete) {
+            outbox.emit(.removed(path))
+            if isDirectory, let child = node.children[event.name] { tree.removeSubtree(child) }
+        }
+        if event.has(Inotify.modify | Inotify.attrib) { outbox.emit(.changed(path)) }
+        if event.has(Inotify.closeWrite) { outbox.emit(.closedAfterWrite(path)) }
+    }
+
+    /// The kernel dropped a watch (its directory is gone, or we removed it).
+    private func watchVanished(_ wd: Int32) {
+        guard let node = tree.watchVanished(wd) else { return }
+        if node === tree.root {
+            rootVanished()
+            return
+        }
+        tree.removeSubtree(node)
+    }
+
+    private func rootVanished() {
+        guard !rootGone else { return }
+        rootGone = true
+        logger.error("inotify: the source root \(ByteEscaping.escape(rootPath)) vanished or moved")
+        outbox.emit(.rescan(reason: "source root vanished"))
+    }
+}
