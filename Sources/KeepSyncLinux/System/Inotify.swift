@@ -166,6 +166,12 @@ enum Inotify {
         return pair
     }
 
+    /// Blocks the calling thread for `milliseconds` (the watcher thread, when `poll` itself
+    /// fails and so cannot be the wait).
+    static func pause(milliseconds: UInt32) {
+        usleep(milliseconds * 1000)
+    }
+
     /// Writes one byte to a wake pipe; a full pipe is already awake, so errors are ignored.
     static func wake(_ fd: FileDescriptor) {
         var byte: UInt8 = 1

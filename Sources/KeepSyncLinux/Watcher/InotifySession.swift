@@ -2,9 +2,9 @@ import Glibc
 import KeepSyncCore
 
 /// The state of one `start`…`stop` of an `InotifyWatcher`: the inotify descriptor, the wake
-/// pipe, the thread's loop (poll, read, back off after errors), the translation of raw
-/// events into `WatchEvent`s, the rebuild after an overflow and the periodic rescan while
-/// the watch limit leaves directories unwatched.
+/// pipe and the thread's loop (poll, read, back off after errors, hand the raw events to
+/// the `EventTranslator`), the rebuild after an overflow and the periodic rescan while the
+/// watch limit leaves directories unwatched.
 ///
 /// Owned by one thread at a time: the caller of `start` while the initial watches are
 /// added, then the watcher thread alone; `@unchecked Sendable` only for that single
@@ -14,7 +14,6 @@ final class InotifySession: @unchecked Sendable {
     private weak var watcher: InotifyWatcher?
     private let rootPath: [UInt8]
     private let generation: Int
-    private let excludes: ExcludeMatcher
     private let outbox: EventOutbox
     private let logger: Logger
     private let inotify: FileDescriptor
@@ -25,18 +24,18 @@ final class InotifySession: @unchecked Sendable {
     private let walker: DirectoryWalker
     private var tree: WatchTree { walker.tree }
     private let clock = ContinuousClock()
-    private var moves = MovePairer<ContinuousClock.Instant>(window: InotifySession.pairingWindow)
+    private let translator: EventTranslator
     private var limit: WatchLimitMonitor
     private var buffer = [UInt8](repeating: 0, count: Inotify.bufferSize)
     private var readIndex = 0
     /// Why the watch tree must be rebuilt and a rescan reported, when it must.
     private var reconcileReason: String?
-    private var rootGone = false
+    private var rootGone: Bool { translator.rootGone }
     private var backoff: Duration = .zero
     private var backoffUntil: ContinuousClock.Instant?
 
-    /// How long a MOVED_FROM waits for its MOVED_TO.
-    static let pairingWindow: Duration = .milliseconds(5)
+    /// How long a new directory waits before it is retried.
+    static let retryDelay: Duration = .milliseconds(5)
 
     /// Opens inotify and the wake pipe and watches the tree (see `DirectoryWalker`). Throws
     /// when the root cannot be watched, or `DirectoryWalker.Stopped` when `stop()` came first.
@@ -45,7 +44,6 @@ final class InotifySession: @unchecked Sendable {
         self.watcher = watcher
         self.rootPath = watcher.rootPath
         self.generation = generation
-        self.excludes = excludes
         self.outbox = EventOutbox(continuation, logger: logger)
         self.logger = logger
         self.limit = WatchLimitMonitor(interval: interval, logger: logger)
@@ -84,6 +82,7 @@ final class InotifySession: @unchecked Sendable {
                                  watcher: watcher, generation: generation)
             throw error
         }
+        translator = EventTranslator(rootPath: rootPath, excludes: excludes, walker: walker, outbox: outbox, logger: logger)
         publish()
         limit.note(unwatched: tree.unwatched.count, now: clock.now)
     }
@@ -113,7 +112,7 @@ final class InotifySession: @unchecked Sendable {
                 }
             } catch {
                 failed("poll", error)
-                usleep(100_000)  // poll itself is failing: do not spin
+                Inotify.pause(milliseconds: 100)  // poll itself is failing: do not spin
                 continue
             }
             if ready.wake || stopRequested { return }
@@ -141,8 +140,14 @@ final class InotifySession: @unchecked Sendable {
             backoff = .zero
             readIndex += 1
             logger.debug("inotify: read \(events.count) events")
-            for event in events { handle(event) }
-            emit(moves.expire(at: clock.now, readBefore: readIndex, in: tree))
+            for event in events {
+                switch translator.handle(event, readIndex: readIndex) {
+                case .overflow?: reconcileReason = "inotify event queue overflowed"
+                case .outOfStep?: reconcileReason = reconcileReason ?? "inotify watch map out of step"
+                case nil: break
+                }
+            }
+            translator.expireMoves(at: clock.now, readBefore: readIndex)
             if stopRequested { return false }
         }
         return false
@@ -151,7 +156,7 @@ final class InotifySession: @unchecked Sendable {
     /// Flushes expired moves, retries deferred directories, rebuilds after an overflow,
     /// reports the watch limit, publishes the counters.
     private func afterBatch(queueEmpty: Bool) throws {
-        if queueEmpty { emit(moves.expire(at: clock.now, in: tree)) }
+        if queueEmpty { translator.expireMoves(at: clock.now) }
         if walker.hasDeferred, try walker.retryDeferred(), reconcileReason == nil {
             reconcileReason = "a new directory could not be followed"
         }
@@ -178,8 +183,8 @@ final class InotifySession: @unchecked Sendable {
             guard let instant else { return }
             if next == nil || instant < next! { next = instant }
         }
-        consider(moves.nextDeadline)
-        if walker.hasDeferred { consider(now + InotifySession.pairingWindow) }
+        consider(translator.nextMoveDeadline)
+        if walker.hasDeferred { consider(now + InotifySession.retryDelay) }
         consider(limit.due)
         if reconcileReason != nil || walker.hasRescanReason { consider(now) }
         guard let next else { return -1 }
@@ -204,10 +209,6 @@ final class InotifySession: @unchecked Sendable {
 
     private var stopRequested: Bool {
         watcher?.shared.withLock { $0.active != generation } ?? true
-    }
-
-    private func emit(_ events: [WatchEvent]) {
-        for event in events { outbox.emit(event) }
     }
 
     /// Copies the counters where the public properties read them.
@@ -252,81 +253,5 @@ final class InotifySession: @unchecked Sendable {
             if let wake = s.wake, wake.generation == generation { s.wake = nil }
             wakeWrite.close()
         }
-    }
-
-    // MARK: Events
-
-    private func handle(_ event: Inotify.Event) {
-        if event.wd == -1 || event.has(Inotify.overflow) {
-            logger.warning("inotify event queue overflowed (fs.inotify.max_queued_events); rescanning")
-            reconcileReason = "inotify event queue overflowed"
-            return
-        }
-        if event.has(Inotify.ignored) {
-            watchVanished(event.wd)
-            return
-        }
-        guard let node = tree.node(for: event.wd) else { return }
-        if event.name.isEmpty {
-            if node === tree.root {
-                if event.has(Inotify.deleteSelf | Inotify.moveSelf | Inotify.unmount) {
-                    rootVanished()
-                } else if event.has(Inotify.attrib) {
-                    outbox.emit(.changed(.root))
-                }
-            }
-            return
-        }
-        let isDirectory = event.has(Inotify.isDirectory)
-        let path = node.path.appending(event.name)
-        let excluded = excludes.excludes(path, isDirectory: isDirectory)
-        // A later event on a path waiting as a move source ends the wait (keeps the order).
-        emit(moves.supersede(by: path, cookie: event.cookie, in: tree))
-        if event.has(Inotify.movedFrom) {
-            moves.departed(cookie: event.cookie, name: event.name, from: node, path: path, isDirectory: isDirectory,
-                           excluded: excluded, readIndex: readIndex, now: clock.now)
-            return
-        }
-        if event.has(Inotify.movedTo) {
-            let arrival = moves.arrived(cookie: event.cookie, name: event.name, in: node, path: path,
-                                        isDirectory: isDirectory, excluded: excluded, tree: tree)
-            emit(arrival.events)
-            if arrival.outOfStep { reconcileReason = reconcileReason ?? "inotify watch map out of step" }
-            if arrival.newDirectory { walker.newDirectory(parent: node, name: event.name) }
-            return
-        }
-        if excluded {
-            // Not mirrored, but an entry created or removed changes its directory's
-            // mtime: the manager fixes the directory (and copies nothing).
-            if event.has(Inotify.create | Inotify.delete) { outbox.emit(.changed(path)) }
-            return
-        }
-        if event.has(Inotify.create) {
-            outbox.emit(.changed(path))
-            if isDirectory { walker.newDirectory(parent: node, name: event.name) }
-        }
-        if event.has(Inotify.delete) {
-            outbox.emit(.removed(path))
-            if isDirectory, let child = node.children[event.name] { tree.removeSubtree(child) }
-        }
-        if event.has(Inotify.modify | Inotify.attrib) { outbox.emit(.changed(path)) }
-        if event.has(Inotify.closeWrite) { outbox.emit(.closedAfterWrite(path)) }
-    }
-
-    /// The kernel dropped a watch (its directory is gone, or we removed it).
-    private func watchVanished(_ wd: Int32) {
-        guard let node = tree.watchVanished(wd) else { return }
-        if node === tree.root {
-            rootVanished()
-            return
-        }
-        tree.removeSubtree(node)
-    }
-
-    private func rootVanished() {
-        guard !rootGone else { return }
-        rootGone = true
-        logger.error("inotify: the source root \(ByteEscaping.escape(rootPath)) vanished or moved")
-        outbox.emit(.rescan(reason: "source root vanished"))
     }
 }
