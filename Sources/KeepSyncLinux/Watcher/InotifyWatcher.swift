@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 import KeepSyncCore
 import Synchronization
 
@@ -20,6 +19,12 @@ import Synchronization
 ///
 /// After `.rescan(reason: "source root vanished")` nothing more is watched: `stop()` and
 /// `start` again once the root is back.
+///
+/// This type is the facade (generations, start and stop). The parts, in `Watcher/`:
+/// `InotifySession` (the thread: poll, read, backoff), `EventTranslator` (raw events to
+/// `WatchEvent`s), `MovePairer` (cookies), `WatchTree` of `WatchNode`s (wd to path),
+/// `DirectoryWalker` (watch then list), `WatchLimitMonitor` (ENOSPC) and `EventOutbox`
+/// (the bounded stream).
 public final class InotifyWatcher: WatcherProviding {
     /// Absolute path bytes of the source root.
     public let rootPath: [UInt8]
