@@ -1,0 +1,48 @@
+import KeepSyncCore
+@testable import KeepSyncLinux
+import Synchronization
+import Testing
+
+/// The watch limit's bookkeeping, with instants passed in: no inotify, no waiting.
+@Suite("WatchLimitMonitor")
+struct WatchLimitMonitorTests {
+    /// The lines logged.
+    final class Lines: Sendable {
+        let texts = Mutex<[String]>([])
+        func withLock<R>(_ body: (inout [String]) -> R) -> R { texts.withLock { body(&$0) } }
+    }
+
+    let lines = Lines()
+    var logger: Logger {
+        Logger(level: .info) { [lines] _, text in lines.withLock { $0.append(text) } }
+    }
+
+    @Test("unwatched directories: one warning naming the sysctl, a rescan due every interval, then all clear")
+    func episode() {
+        var monitor = WatchLimitMonitor(interval: .seconds(30), logger: logger)
+        let start = ContinuousClock.now
+        monitor.note(unwatched: 0, now: start)
+        #expect(monitor.due == nil && lines.withLock { $0.isEmpty })
+
+        monitor.note(unwatched: 3, now: start)
+        monitor.note(unwatched: 4, now: start + .seconds(10))
+        #expect(monitor.due == start + .seconds(30), "the first note schedules; later ones keep it")
+        #expect(!monitor.isDue(now: start + .seconds(29)))
+        #expect(monitor.isDue(now: start + .seconds(30)))
+        let warnings = lines.withLock { $0 }
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.contains("3 directories are not watched") == true)
+        #expect(warnings.first?.contains("sysctl fs.inotify.max_user_watches=") == true)
+
+        #expect(monitor.rescanned(unwatched: 2) == "watch limit reached: 2 directories unwatched")
+        #expect(monitor.due == nil)
+        monitor.note(unwatched: 2, now: start + .seconds(31))
+        #expect(monitor.due == start + .seconds(61))
+        #expect(lines.withLock { $0.count } == 1, "one warning per episode")
+
+        #expect(monitor.rescanned(unwatched: 0) == "watch limit no longer reached: all directories watched")
+        monitor.note(unwatched: 0, now: start + .seconds(62))
+        #expect(monitor.due == nil)
+        #expect(lines.withLock { $0.last } == "inotify: every directory is watched again")
+    }
+}
