@@ -1,7 +1,8 @@
 import KeepSyncCore
 import Synchronization
 
-/// An in-memory file tree implementing both the source and the mirror seams, for
+/// An in-memory file tree implementing both the source seam and the local mirror's steps
+/// (`FileAccessorProviding`; wrap it in `LocalMirror` for the engine), for
 /// tests and simulations: no I/O, deterministic inodes and times, counters for every
 /// write, and a hook to inject failures.
 public final class InMemoryTree: FileAccessorProviding {

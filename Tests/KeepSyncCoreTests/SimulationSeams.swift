@@ -208,10 +208,10 @@ final class SimulationInterference: Sendable {
     }
 }
 
-/// The mirror as the product sees it: an `InMemoryTree` (whose own failure hook injects
-/// the faults) behind the crash points, with what a crash in the middle of a copy
-/// leaves behind (a temp file holding part of the data), faults on `publish` (which the
-/// tree's hook does not see) and the concurrent writer.
+/// The mirror's steps as the product runs them (under `LocalMirror`): an `InMemoryTree`
+/// (whose own failure hook injects the faults) behind the crash points, with what a
+/// crash in the middle of a copy leaves behind (a temp file holding part of the data),
+/// faults on `publish` (which the tree's hook does not see) and the concurrent writer.
 final class SimulationMirror: FileAccessorProviding {
     let tree: InMemoryTree
     let power: SimulationPower
