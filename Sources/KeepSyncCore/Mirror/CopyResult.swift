@@ -4,7 +4,7 @@ public struct CopyResult: Sendable, Equatable {
     public var path: RelativePath
     /// The source's stat when it was opened (the version copied).
     public var source: FileStat
-    /// The mirror file's stat once in place.
+    /// The mirror file's stat once in place (its inode goes into the record).
     public var installed: FileStat
 
     /// A result.

@@ -10,6 +10,10 @@
 ///   append, so a record never claims what a power cut could undo.
 /// Errors are `KeepSyncError`s naming the path (`.notFound`, `.conflict`, `.noSpace`, …).
 /// The read side (`FileSystemProviding`) lists and stats what the mirror holds now.
+/// A remote mirror maps a group install to one rsync run over a NUL-separated path list
+/// (`--fsync`, then a remote barrier), and the entry calls to NUL-separated lists over
+/// the same ssh connection; it keeps its own temp names and says 0 for an inode it
+/// cannot see.
 public protocol MirrorProviding: FileSystemProviding {
     /// Creates a directory (its mode and mtime are set later by `setAttributes`).
     func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat
