@@ -27,10 +27,11 @@ public protocol MirrorProviding: FileSystemProviding {
     func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws
 
     /// Copies files from `source` into the mirror, each atomically with the source's mode
-    /// and mtime, and returns when every one that landed is durable (one barrier for a
-    /// group; a lone path is installed on its own, the latency path). A source that
-    /// changes during its copy is copied again; one that vanished yields nil. Results are
-    /// in the order of `paths`. `io` lends threads for the copies; safe on any thread.
+    /// and mtime, its bytes durable before it appears under its name (one barrier for a
+    /// group; a lone path is installed on its own, the latency path); the names are
+    /// durable after the next `barrier`. A source that changes during its copy is copied
+    /// again; one that vanished yields nil. Results are in the order of `paths`. `io`
+    /// lends threads for the copies; safe on any thread.
     func install(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                  logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)]
     /// The same install of a group in three steps, so that a caller can overlap one

@@ -2,8 +2,8 @@
 /// not put in place yet. Call `commit`, then `finish`, once each; a group never
 /// finished leaves only leftovers the next sweep removes.
 public protocol PendingInstall: AnyObject {
-    /// Starts making the group durable; may return before it is (the barrier runs beside
-    /// the caller's next work).
+    /// Starts making the group's bytes durable; may return before they are (the barrier
+    /// runs beside the caller's next work).
     func commit()
     /// Waits for the barrier, then puts each file whose source is still the version
     /// copied in place (one that changed is copied again on its own). Results are in the
