@@ -68,7 +68,7 @@ final class RecordAppender: Sendable {
 
     /// Queues `changes` (after any backlog); `failed` is told of a failure and `recovered`
     /// of the first success after failures, off the queue.
-    func append(_ changes: [RecordChange], mirror: any FileAccessorProviding, store: any BookmarkStorageProviding,
+    func append(_ changes: [RecordChange], mirror: any MirrorProviding, store: any BookmarkStorageProviding,
                 failed: @escaping @Sendable (any Error) -> Void, recovered: @escaping @Sendable () -> Void) {
         let schedule = waiting.withLock { w -> Bool in
             w.changes += changes
@@ -81,7 +81,7 @@ final class RecordAppender: Sendable {
     /// Queues a rewrite of the store as `set`, which holds every change handed over so
     /// far: those not appended yet are dropped from the queue, being in `set` (they go
     /// back if the rewrite fails). Later changes are appended after it.
-    func compact(_ set: RecordSet, mirror: any FileAccessorProviding, store: any BookmarkStorageProviding,
+    func compact(_ set: RecordSet, mirror: any MirrorProviding, store: any BookmarkStorageProviding,
                  failed: @escaping @Sendable (any Error) -> Void, recovered: @escaping @Sendable () -> Void) {
         let schedule = waiting.withLock { w -> Bool in
             w.compaction = (set, (w.compaction?.covered ?? []) + w.changes)
@@ -93,7 +93,7 @@ final class RecordAppender: Sendable {
     }
 
     /// One queued write: the compaction asked for, if any, then the changes handed over.
-    private func write(mirror: any FileAccessorProviding, store: any BookmarkStorageProviding,
+    private func write(mirror: any MirrorProviding, store: any BookmarkStorageProviding,
                        failed: @escaping @Sendable (any Error) -> Void, recovered: @escaping @Sendable () -> Void) {
         let (handed, compaction) = waiting.withLock { w -> ([RecordChange], (set: RecordSet, covered: [RecordChange])?) in
             defer { w = ([], nil, false) }

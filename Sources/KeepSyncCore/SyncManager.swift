@@ -96,7 +96,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     let engine: SyncEngine
     let source: any FileSystemProviding
-    let mirror: any FileAccessorProviding
+    let mirror: any MirrorProviding
     let clock: C
     /// Current timing.
     public private(set) var timing: Timing
@@ -172,7 +172,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     let taskExecutor: (any TaskExecutor)?
 
     /// A manager over the given engine's seams.
-    public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any FileAccessorProviding,
+    public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any MirrorProviding,
                 clock: C, timing: Timing = Timing(), executor: CopyExecutor, logger: Logger = .silent,
                 io: ParallelIO = .serial, rootCheck: (@Sendable (Int) -> String?)? = nil,
                 taskExecutor: (any TaskExecutor)? = nil) {
@@ -553,13 +553,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             if size > 1 { groupsRunning += 1 }
             let source = self.source, mirror = self.mirror, logger = self.logger, io = self.io, preferred = taskExecutor
             executor.run {
-                let results = SyncEngine.copyFiles(group, source: source, mirror: mirror, logger: logger, io: io)
+                let results = mirror.install(group, from: source, io: io, logger: logger)
                 Task(executorPreference: preferred) { await self.copiesFinished(results) }
             }
         }
     }
 
-    func copiesFinished(_ results: [(path: RelativePath, result: Result<SyncEngine.CopyResult?, any Error>)]) {
+    func copiesFinished(_ results: [(path: RelativePath, result: Result<CopyResult?, any Error>)]) {
         workers -= 1
         if results.count > 1 { groupsRunning -= 1 }
         for (path, result) in results { copyFinished(path, result) }
@@ -581,7 +581,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         }
     }
 
-    func copyFinished(_ path: RelativePath, _ result: Result<SyncEngine.CopyResult?, any Error>) {
+    func copyFinished(_ path: RelativePath, _ result: Result<CopyResult?, any Error>) {
         let changedAgain = inFlight.removeValue(forKey: path) ?? false
         switch result {
         case .success(let copied):

@@ -119,7 +119,7 @@ actor Agent {
     /// One watcher + manager lifetime, until stop or a lost root.
     func runGeneration(store: JournalBookmarkStore, records: RecordSet) async throws {
         let sourceTree = try PosixFileSystem(rootPath: settings.source)
-        let mirrorTree = try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation)
+        let mirrorTree = LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation))
         let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
                                 options: settings.options, logger: logger)
         engine.scanIO = CommandRunner.scanIO

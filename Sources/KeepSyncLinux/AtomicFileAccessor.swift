@@ -3,9 +3,10 @@ import Glibc
 import KeepSyncCore
 import Synchronization
 
-/// Writes into the mirror: every call relative to the mirror root's descriptor, never
-/// following a symlink, files installed by temp file + fsync + rename. Directory entries
-/// are made durable by the next `barrier` (syncfs), which precedes every record append.
+/// The local mirror's steps on disk (`LocalMirror` runs them): every call relative to
+/// the mirror root's descriptor, never following a symlink, files installed by temp file
+/// + fsync + rename. Directory entries are made durable by the next `barrier` (syncfs),
+/// which precedes every record append.
 public final class AtomicFileAccessor: FileAccessorProviding {
     /// Read access to the same tree, through the same confined lookups.
     let tree: PosixFileSystem

@@ -191,7 +191,7 @@ public struct CommandRunner: Sendable {
         guard let opened = try sourceTree.stat(.root), opened.device == rootStat.device, opened.inode == rootStat.inode else {
             throw KeepSyncError(.unsafe, "source \(sourceName) changed while it was being opened; nothing done")
         }
-        let mirrorTree = try AtomicFileAccessor(rootPath: settings.mirror)
+        let mirrorTree = LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror))
         let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
                                 options: settings.options, logger: logger)
         engine.io = CommandRunner.copyIO

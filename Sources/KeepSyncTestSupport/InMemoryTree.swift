@@ -1,7 +1,8 @@
 import KeepSyncCore
 import Synchronization
 
-/// An in-memory file tree implementing both the source and the mirror seams, for
+/// An in-memory file tree implementing both the source seam and the local mirror's steps
+/// (`FileAccessorProviding`; wrap it in `LocalMirror` for the engine), for
 /// tests and simulations: no I/O, deterministic inodes and times, counters for every
 /// write, and a hook to inject failures.
 public final class InMemoryTree: FileAccessorProviding {
@@ -70,50 +71,8 @@ public final class InMemoryTree: FileAccessorProviding {
         }
     }
 
-    /// A change made through the mirror seam, not durable until the next barrier.
-    enum Change {
-        case put(RelativePath, Node)
-        case remove(RelativePath)
-        case rename(RelativePath, to: RelativePath)
-        case attributes(RelativePath, mode: UInt32?, mtime: Timespec?)
-
-        /// Applies the change to `nodes` as far as they allow (an entry whose directory a
-        /// power cut lost cannot come back).
-        func apply(to nodes: inout [RelativePath: Node]) {
-            func directoryExists(_ p: RelativePath?) -> Bool { p.map { nodes[$0]?.kind == .directory } ?? true }
-            switch self {
-            case .put(let path, let node):
-                if directoryExists(path.parent) { nodes[path] = node }
-            case .remove(let path):
-                nodes = nodes.filter { !$0.key.isWithin(path) }
-            case .rename(let from, let to):
-                guard nodes[from] != nil, directoryExists(to.parent), !to.isWithin(from) else { return }
-                var moved: [RelativePath: Node] = [:]
-                for (p, n) in nodes where p.isWithin(from) { moved[p.rebased(from: from, to: to)!] = n }
-                nodes = nodes.filter { !$0.key.isWithin(from) && !$0.key.isWithin(to) }
-                nodes.merge(moved) { $1 }
-            case .attributes(let path, let mode, let mtime):
-                guard var n = nodes[path] else { return }
-                if let mode { n.mode = mode }
-                if let mtime { n.mtime = mtime }
-                nodes[path] = n
-            }
-        }
-    }
-
-    /// What a power cut keeps of the changes no barrier made durable.
-    public enum PowerCut: String, Sendable, CaseIterable {
-        /// Nothing since the last barrier.
-        case nothingKept = "nothing kept"
-        /// Every entry and all data, as if the disk had flushed.
-        case everythingKept = "everything kept"
-        /// Each change kept or lost on its own; each unsynced file's data kept or lost.
-        case randomSubset = "a random subset kept"
-        /// Every entry kept, every unsynced file empty (ext4's zero-length files).
-        case renamesKeptDataLost = "renames kept, data lost"
-    }
-
-    private let state = Mutex(State())
+    /// Everything mutable, under one lock (the power-cut model in `InMemoryTree+PowerCut`).
+    let state = Mutex(State())
     /// Device number reported for every object.
     public let device: UInt64
     /// Whether `stat` reports a birth time (derived from the inode, which is never reused).
@@ -488,108 +447,4 @@ public final class InMemoryTree: FileAccessorProviding {
             s.record(.attributes(path, mode: mode, mtime: mtime))
         }
     }
-
-    // MARK: Power cuts
-
-    /// Turns the power-cut model on: from now on what the seam changes is durable only
-    /// after a barrier (`syncfs`); a lone install counts as fsynced before its rename, as
-    /// the product does it. Changes made through the building API are durable at once.
-    public func tracksDurability() {
-        state.withLock { s in
-            s.durable = s.nodes
-            s.pending.removeAll()
-            s.volatileData.removeAll()
-        }
-    }
-
-    /// Cuts the power: the tree becomes what the disk held at the last barrier plus the
-    /// changes since that `mode` keeps (for `.randomSubset`, `keep()` decides each change
-    /// in order, then each unsynced file's data). Entries whose directory was lost go
-    /// with it; inode numbers the disk never recorded are handed out again, as ext4
-    /// does. Returns how many changes were pending, kept, and how many files lost their
-    /// data (left empty). Staged copies are abandoned. With the model off, nothing changes.
-    @discardableResult
-    public func powerCut(_ mode: PowerCut, keep: () -> Bool) -> (pending: Int, kept: Int, dataLost: Int) {
-        state.withLock { s in
-            guard var nodes = s.durable else { return (0, 0, 0) }
-            var kept = 0
-            for change in s.pending {
-                let keeps: Bool
-                switch mode {
-                case .nothingKept: keeps = false
-                case .everythingKept, .renamesKeptDataLost: keeps = true
-                case .randomSubset: keeps = keep()
-                }
-                if keeps {
-                    change.apply(to: &nodes)
-                    kept += 1
-                }
-            }
-            var lostInodes: Set<UInt64> = []
-            for inode in s.volatileData.sorted() {
-                switch mode {
-                case .nothingKept, .everythingKept: break
-                case .renamesKeptDataLost: lostInodes.insert(inode)
-                case .randomSubset: if !keep() { lostInodes.insert(inode) }
-                }
-            }
-            var dataLost = 0
-            for (path, node) in nodes where lostInodes.contains(node.inode) && !node.content.isEmpty {
-                nodes[path]!.content = []
-                dataLost += 1
-            }
-            let pending = s.pending.count
-            s.nodes = nodes
-            s.durable = nodes
-            s.pending.removeAll()
-            s.volatileData.removeAll()
-            s.staged.removeAll()
-            s.nextInode = max(100, nodes.values.map(\.inode).max() ?? 0)
-            return (pending, kept, dataLost)
-        }
-    }
-}
-
-/// An open file of an `InMemoryTree`: content as of open time.
-public final class InMemoryFile: SourceFile {
-    let tree: InMemoryTree
-    let path: RelativePath
-    /// The stat at open time.
-    public let stat: FileStat
-    /// The bytes at open time: what is read once the path names another inode.
-    let opened: [UInt8]
-    var offset = 0
-
-    init(tree: InMemoryTree, path: RelativePath, stat: FileStat, content: [UInt8]) {
-        self.tree = tree
-        self.path = path
-        self.stat = stat
-        self.opened = content
-    }
-
-    /// Reads the next bytes of the inode as they are now: a write in place between two
-    /// reads shows, so a copy may hold a mix of two versions (the product must see that
-    /// the source changed).
-    public func read(upTo count: Int) throws -> [UInt8] {
-        let reads = tree.reads.withLock { $0 }
-        if offset > 0 { reads.between?(path) }
-        let now = tree.node(path).flatMap { $0.kind == .regular && $0.inode == stat.inode ? $0.content : nil } ?? opened
-        let end = min(now.count, offset + min(count, reads.chunk))
-        guard offset < end else { return [] }
-        defer { offset = end }
-        return Array(now[offset..<end])
-    }
-
-    /// The stat of the same inode now (a vanished or replaced file reads as changed).
-    public func currentStat() throws -> FileStat {
-        guard let now = try tree.stat(path), now.inode == stat.inode else {
-            var gone = stat
-            gone.ctime = Timespec(seconds: -1, nanoseconds: 0)
-            return gone
-        }
-        return now
-    }
-
-    /// No-op.
-    public func close() {}
 }

@@ -27,9 +27,9 @@ struct SimulationRegressionTests {
 
         static func makeManager(_ source: InMemoryTree, _ mirror: InMemoryTree, _ store: InMemoryStore, _ clock: ManualClock,
                                 _ options: SyncOptions, _ executor: CopyExecutor) -> SyncManager<ManualClock> {
-            let engine = SyncEngine(source: source, mirror: mirror, store: store, records: (try? store.load()) ?? RecordSet(),
+            let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: (try? store.load()) ?? RecordSet(),
                                     options: options)
-            return SyncManager(engine: engine, source: source, mirror: mirror, clock: clock,
+            return SyncManager(engine: engine, source: source, mirror: LocalMirror(mirror), clock: clock,
                                timing: SimulationRun.timing, executor: executor)
         }
 

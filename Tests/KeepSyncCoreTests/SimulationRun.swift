@@ -430,9 +430,9 @@ final class SimulationRun {
             if power.crashed { return }
             log.append("  log \(level): \(message)", generation: generation)
         }
-        let engine = SyncEngine(source: source, mirror: mirror, store: store, records: records, options: options, logger: logger)
+        let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: records, options: options, logger: logger)
         let executor = settings.heldCopies.map { copies.executor(limit: $0) } ?? .inline
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, timing: Self.timing,
+        let manager = SyncManager(engine: engine, source: source, mirror: LocalMirror(mirror), clock: clock, timing: Self.timing,
                                   executor: executor, logger: logger, taskExecutor: thread)
         self.manager = manager
         down = 0

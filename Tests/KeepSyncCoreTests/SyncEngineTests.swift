@@ -41,7 +41,7 @@ struct SyncEngineTests {
         init(options: SyncOptions = SyncOptions(), records: RecordSet = RecordSet(), source: InMemoryTree = InMemoryTree(device: 1)) {
             self.source = source
             store = InMemoryStore(records)
-            engine = SyncEngine(source: source, mirror: mirror, store: store, records: records, options: options,
+            engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: records, options: options,
                                 logger: log.logger)
         }
 
@@ -59,7 +59,7 @@ struct SyncEngineTests {
 
         /// A new engine over the records the store holds, as after a restart.
         func restart() throws {
-            engine = SyncEngine(source: source, mirror: mirror, store: store, records: try store.load(),
+            engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: try store.load(),
                                 options: engine.options, logger: log.logger)
         }
 

@@ -24,8 +24,8 @@ final class ManagerHarness {
         waitsForCopies = executor == nil
         let executor = executor ?? .inline
         timing = SyncManager<ManualClock>.Timing(settle: Self.settle, maxDelay: Self.maxDelay, verifyInterval: verifyInterval)
-        let engine = SyncEngine(source: source, mirror: mirror, store: store, records: RecordSet(), options: options)
-        manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, timing: timing,
+        let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: RecordSet(), options: options)
+        manager = SyncManager(engine: engine, source: source, mirror: LocalMirror(mirror), clock: clock, timing: timing,
                               executor: executor, logger: logger)
     }
 

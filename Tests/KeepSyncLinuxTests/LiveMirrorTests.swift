@@ -292,8 +292,8 @@ extension LiveMirrorTests {
             racing = try RacingSource(rootPath: source)
             let mirrorTree = try AtomicFileAccessor(rootPath: mirror)
             let store = try JournalBookmarkStore(directory: state)
-            let engine = SyncEngine(source: racing, mirror: mirrorTree, store: store, records: try store.load(), options: SyncOptions())
-            manager = SyncManager(engine: engine, source: racing, mirror: mirrorTree, clock: clock, timing: .init(), executor: .inline)
+            let engine = SyncEngine(source: racing, mirror: LocalMirror(mirrorTree), store: store, records: try store.load(), options: SyncOptions())
+            manager = SyncManager(engine: engine, source: racing, mirror: LocalMirror(mirrorTree), clock: clock, timing: .init(), executor: .inline)
         }
 
         deinit { try? LiveFS.removeTree(root) }
@@ -517,9 +517,9 @@ extension LiveMirrorTests {
             let records = try store.load()
             // Brake off: random workloads on small trees delete most of them between rescans
             // (an overflow rescan rightly holds that); the brake has its own tests.
-            let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
+            let engine = SyncEngine(source: sourceTree, mirror: LocalMirror(mirrorTree), store: store, records: records,
                                     options: SyncOptions(maxDeletePercent: 100), logger: logger)
-            let manager = SyncManager(engine: engine, source: sourceTree, mirror: mirrorTree, clock: ContinuousClock(),
+            let manager = SyncManager(engine: engine, source: sourceTree, mirror: LocalMirror(mirrorTree), clock: ContinuousClock(),
                                       timing: .init(), executor: .dispatch(limit: 4), logger: logger)
             let watcher = InotifyWatcher(rootPath: source, logger: logger)
             let events = try watcher.start(excluding: .none)

@@ -1,0 +1,101 @@
+/// The mirror on a local file system: `MirrorProviding` over the steps of a
+/// `FileAccessorProviding` (`AtomicFileAccessor` on disk, an `InMemoryTree` in tests).
+/// Entry calls pass straight through; files are installed by group commit (stage every
+/// file, one barrier, publish each still unchanged; `GroupCommit`), a lone file by
+/// stage with its own fsync and publish.
+public struct LocalMirror: MirrorProviding {
+    /// The steps it runs.
+    public let steps: any FileAccessorProviding
+
+    /// A mirror over `steps`.
+    public init(_ steps: any FileAccessorProviding) {
+        self.steps = steps
+    }
+
+    // MARK: Reads
+
+    /// `lstat` in the mirror.
+    public func stat(_ path: RelativePath) throws -> FileStat? { try steps.stat(path) }
+    /// A mirror directory's entries.
+    public func list(_ directory: RelativePath) throws -> [DirectoryEntry] { try steps.list(directory) }
+    /// A mirror symlink's target.
+    public func readLink(_ path: RelativePath) throws -> [UInt8] { try steps.readLink(path) }
+    /// Opens a mirror file for reading.
+    public func open(_ path: RelativePath) throws -> any SourceFile { try steps.open(path) }
+    /// The steps' cheap stat.
+    public func currentVersion(_ path: RelativePath) throws -> FileStat? { try steps.currentVersion(path) }
+
+    // MARK: Entries
+
+    /// Creates a directory.
+    public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
+        try steps.makeDirectory(path, mode: mode)
+    }
+    /// Creates or replaces a symlink.
+    public func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
+        try steps.makeSymlink(path, target: target, mtime: mtime)
+    }
+    /// Removes a path and everything below it.
+    public func remove(_ path: RelativePath) throws { try steps.remove(path) }
+    /// Renames within the mirror.
+    public func rename(_ from: RelativePath, to: RelativePath) throws { try steps.rename(from, to: to) }
+    /// Sets mode and/or mtime.
+    public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
+        try steps.setAttributes(path, mode: mode, mtime: mtime)
+    }
+    /// `syncfs` (or the steps' equivalent).
+    public func barrier() throws { try steps.barrier() }
+    /// Removes a temp file no copy of this process is writing.
+    public func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool { try steps.removeLeftoverTemporary(path) }
+    /// Writes and removes a small temp file in the root.
+    public func probe() throws { try steps.probe() }
+
+    // MARK: Files
+
+    /// Copies several files with one group commit: stage each, one barrier, then
+    /// rename each whose source is still the version copied; a changed one is copied
+    /// again on its own. A single file takes the plain `copyFile` path.
+    public func install(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
+                        logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
+        if paths.count == 1 {
+            return [(paths[0], Result { try copyFile(paths[0], from: source, logger: logger) })]
+        }
+        var group = StagedGroup(staging: paths, from: source, into: steps, io: io)
+        var barrierError: (any Error)?
+        if !group.staged.isEmpty {
+            do { try steps.barrier() } catch { barrierError = error }
+        }
+        group.publish(barrierError: barrierError, from: source, into: self, logger: logger)
+        return group.orderedResults
+    }
+
+    /// Stages the group now; its barrier starts at `commit` (on `io`'s side thread).
+    public func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
+                             logger: Logger) -> any PendingInstall {
+        GroupCommit(StagedGroup(staging: paths, from: source, into: steps, io: io), mirror: self, source: source,
+                    io: io, logger: logger)
+    }
+
+    /// Copies one file, again when it changed during the copy; nil when the source
+    /// vanished (not an error). Safe on any thread.
+    func copyFile(_ path: RelativePath, from source: any FileSystemProviding, logger: Logger,
+                         attempts: Int = 5) throws -> CopyResult? {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let file: any SourceFile
+            do { file = try source.open(path) } catch let error as KeepSyncError where error.code == .notFound {
+                logger.debug("\(path.escaped) vanished before it was copied")
+                return nil
+            }
+            defer { file.close() }
+            do {
+                let installed = try steps.install(path, from: file)
+                logger.debug("copied \(path.escaped) (\(installed.size) bytes)")
+                return CopyResult(path: path, source: file.stat, installed: installed)
+            } catch let error as KeepSyncError where error.code == .sourceChanged && attempt < attempts {
+                logger.debug("\(path.escaped) changed during copy; copying again")
+            }
+        }
+    }
+}

@@ -1,0 +1,53 @@
+/// What the engine asks of a mirror: the seam a local mirror (`LocalMirror`) implements
+/// today and a remote one (rsync over ssh) implements as a second conformance. Every
+/// call names paths relative to the mirror root and must:
+/// - stay confined below the root and never follow a symlink, at any component;
+/// - be atomic per entry: a reader (or a power cut) sees a path's old state or its new
+///   one, never a torn file, a half-written name or a temp file under a final name;
+/// - keep its durability promise: an installed file's bytes are durable before it
+///   appears under its name; entry changes (names, renames, removals, metadata) are
+///   durable once `barrier` returns. The engine calls `barrier` before every record
+///   append, so a record never claims what a power cut could undo.
+/// Errors are `KeepSyncError`s naming the path (`.notFound`, `.conflict`, `.noSpace`, …).
+/// The read side (`FileSystemProviding`) lists and stats what the mirror holds now.
+/// A remote mirror maps a group install to one rsync run over a NUL-separated path list
+/// (`--fsync`, then a remote barrier), and the entry calls to NUL-separated lists over
+/// the same ssh connection; it keeps its own temp names and says 0 for an inode it
+/// cannot see.
+public protocol MirrorProviding: FileSystemProviding {
+    /// Creates a directory (its mode and mtime are set later by `setAttributes`).
+    func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat
+    /// Creates or atomically replaces a symlink with the source's mtime; returns its stat.
+    func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat
+    /// Removes a path; a directory is removed with everything below it.
+    func remove(_ path: RelativePath) throws
+    /// Renames within the mirror, replacing what is at `to` unless it is a non-empty directory.
+    func rename(_ from: RelativePath, to: RelativePath) throws
+    /// Sets permission bits and/or modification time of a file or directory.
+    func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws
+
+    /// Copies files from `source` into the mirror, each atomically with the source's mode
+    /// and mtime, its bytes durable before it appears under its name (one barrier for a
+    /// group; a lone path is installed on its own, the latency path); the names are
+    /// durable after the next `barrier`. A source that changes during its copy is copied
+    /// again; one that vanished yields nil. Results are in the order of `paths`. `io`
+    /// lends threads for the copies; safe on any thread.
+    func install(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
+                 logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)]
+    /// The same install of a group in three steps, so that a caller can overlap one
+    /// group's barrier with its work on the next: this call transfers the data (nothing
+    /// visible yet), `PendingInstall.commit` starts the barrier, `finish` waits for it and
+    /// puts the files in place.
+    func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
+                      logger: Logger) -> any PendingInstall
+
+    /// Makes every change made so far durable.
+    func barrier() throws
+    /// Removes the leftover of an install a killed process left (`path` names one, see
+    /// `TemporaryName`) unless an install of this process is still writing it; returns
+    /// whether it was removed. Sweeps call it while installs run.
+    func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool
+    /// Checks that the mirror takes a small write (written and removed again): how a full
+    /// or read-only mirror is found to be writable again.
+    func probe() throws
+}

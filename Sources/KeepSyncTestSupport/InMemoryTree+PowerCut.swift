@@ -1,0 +1,107 @@
+import KeepSyncCore
+import Synchronization
+
+/// The power-cut model: what the seam changed is durable only after a barrier, and a
+/// cut keeps any subset of the rest.
+extension InMemoryTree {
+    /// A change made through the mirror seam, not durable until the next barrier.
+    enum Change {
+        case put(RelativePath, Node)
+        case remove(RelativePath)
+        case rename(RelativePath, to: RelativePath)
+        case attributes(RelativePath, mode: UInt32?, mtime: Timespec?)
+
+        /// Applies the change to `nodes` as far as they allow (an entry whose directory a
+        /// power cut lost cannot come back).
+        func apply(to nodes: inout [RelativePath: Node]) {
+            func directoryExists(_ p: RelativePath?) -> Bool { p.map { nodes[$0]?.kind == .directory } ?? true }
+            switch self {
+            case .put(let path, let node):
+                if directoryExists(path.parent) { nodes[path] = node }
+            case .remove(let path):
+                nodes = nodes.filter { !$0.key.isWithin(path) }
+            case .rename(let from, let to):
+                guard nodes[from] != nil, directoryExists(to.parent), !to.isWithin(from) else { return }
+                var moved: [RelativePath: Node] = [:]
+                for (p, n) in nodes where p.isWithin(from) { moved[p.rebased(from: from, to: to)!] = n }
+                nodes = nodes.filter { !$0.key.isWithin(from) && !$0.key.isWithin(to) }
+                nodes.merge(moved) { $1 }
+            case .attributes(let path, let mode, let mtime):
+                guard var n = nodes[path] else { return }
+                if let mode { n.mode = mode }
+                if let mtime { n.mtime = mtime }
+                nodes[path] = n
+            }
+        }
+    }
+
+    /// What a power cut keeps of the changes no barrier made durable.
+    public enum PowerCut: String, Sendable, CaseIterable {
+        /// Nothing since the last barrier.
+        case nothingKept = "nothing kept"
+        /// Every entry and all data, as if the disk had flushed.
+        case everythingKept = "everything kept"
+        /// Each change kept or lost on its own; each unsynced file's data kept or lost.
+        case randomSubset = "a random subset kept"
+        /// Every entry kept, every unsynced file empty (ext4's zero-length files).
+        case renamesKeptDataLost = "renames kept, data lost"
+    }
+
+    /// Turns the power-cut model on: from now on what the seam changes is durable only
+    /// after a barrier (`syncfs`); a lone install counts as fsynced before its rename, as
+    /// the product does it. Changes made through the building API are durable at once.
+    public func tracksDurability() {
+        state.withLock { s in
+            s.durable = s.nodes
+            s.pending.removeAll()
+            s.volatileData.removeAll()
+        }
+    }
+
+    /// Cuts the power: the tree becomes what the disk held at the last barrier plus the
+    /// changes since that `mode` keeps (for `.randomSubset`, `keep()` decides each change
+    /// in order, then each unsynced file's data). Entries whose directory was lost go
+    /// with it; inode numbers the disk never recorded are handed out again, as ext4
+    /// does. Returns how many changes were pending, kept, and how many files lost their
+    /// data (left empty). Staged copies are abandoned. With the model off, nothing changes.
+    @discardableResult
+    public func powerCut(_ mode: PowerCut, keep: () -> Bool) -> (pending: Int, kept: Int, dataLost: Int) {
+        state.withLock { s in
+            guard var nodes = s.durable else { return (0, 0, 0) }
+            var kept = 0
+            for change in s.pending {
+                let keeps: Bool
+                switch mode {
+                case .nothingKept: keeps = false
+                case .everythingKept, .renamesKeptDataLost: keeps = true
+                case .randomSubset: keeps = keep()
+                }
+                if keeps {
+                    change.apply(to: &nodes)
+                    kept += 1
+                }
+            }
+            var lostInodes: Set<UInt64> = []
+            for inode in s.volatileData.sorted() {
+                switch mode {
+                case .nothingKept, .everythingKept: break
+                case .renamesKeptDataLost: lostInodes.insert(inode)
+                case .randomSubset: if !keep() { lostInodes.insert(inode) }
+                }
+            }
+            var dataLost = 0
+            for (path, node) in nodes where lostInodes.contains(node.inode) && !node.content.isEmpty {
+                nodes[path]!.content = []
+                dataLost += 1
+            }
+            let pending = s.pending.count
+            s.nodes = nodes
+            s.durable = nodes
+            s.pending.removeAll()
+            s.volatileData.removeAll()
+            s.staged.removeAll()
+            s.nextInode = max(100, nodes.values.map(\.inode).max() ?? 0)
+            return (pending, kept, dataLost)
+        }
+    }
+}

@@ -1,0 +1,167 @@
+import KeepSyncTestSupport
+import Synchronization
+import Testing
+@testable import KeepSyncCore
+
+/// The engine and the manager need nothing of a mirror beyond `MirrorProviding`: a
+/// batch-level mirror of the test's own sees every change as one of its calls.
+@Suite("MirrorProviding")
+struct MirrorSeamTests {
+    /// A call the seam received.
+    enum Call: Equatable {
+        case install([RelativePath])
+        case beginInstall([RelativePath])
+        case commit
+        case finish
+        case makeDirectory(RelativePath)
+        case makeSymlink(RelativePath)
+        case remove(RelativePath)
+        case rename(RelativePath, RelativePath)
+        case setAttributes(RelativePath)
+        case barrier
+        case removeLeftover(RelativePath)
+        case probe
+    }
+
+    /// A mirror known only through the upper seam: it records each call and carries it
+    /// out in an in-memory tree (through `LocalMirror`, as a remote would through rsync).
+    final class RecordingMirror: MirrorProviding {
+        let tree = InMemoryTree(device: 2)
+        let inner: LocalMirror
+        let calls = Mutex<[Call]>([])
+
+        init() { inner = LocalMirror(tree) }
+
+        var recorded: [Call] { calls.withLock { $0 } }
+        func note(_ call: Call) { calls.withLock { $0.append(call) } }
+
+        func stat(_ path: RelativePath) throws -> FileStat? { try inner.stat(path) }
+        func list(_ directory: RelativePath) throws -> [DirectoryEntry] { try inner.list(directory) }
+        func readLink(_ path: RelativePath) throws -> [UInt8] { try inner.readLink(path) }
+        func open(_ path: RelativePath) throws -> any SourceFile { try inner.open(path) }
+
+        func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
+            note(.makeDirectory(path))
+            return try inner.makeDirectory(path, mode: mode)
+        }
+        func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
+            note(.makeSymlink(path))
+            return try inner.makeSymlink(path, target: target, mtime: mtime)
+        }
+        func remove(_ path: RelativePath) throws {
+            note(.remove(path))
+            try inner.remove(path)
+        }
+        func rename(_ from: RelativePath, to: RelativePath) throws {
+            note(.rename(from, to))
+            try inner.rename(from, to: to)
+        }
+        func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
+            note(.setAttributes(path))
+            try inner.setAttributes(path, mode: mode, mtime: mtime)
+        }
+        func install(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
+                     logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
+            note(.install(paths))
+            return inner.install(paths, from: source, io: io, logger: logger)
+        }
+        func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
+                          logger: Logger) -> any PendingInstall {
+            note(.beginInstall(paths))
+            return Pending(inner.beginInstall(paths, from: source, io: io, logger: logger), mirror: self)
+        }
+        func barrier() throws {
+            note(.barrier)
+            try inner.barrier()
+        }
+        func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool {
+            note(.removeLeftover(path))
+            return try inner.removeLeftoverTemporary(path)
+        }
+        func probe() throws {
+            note(.probe)
+            try inner.probe()
+        }
+
+        /// Records the steps of a group install.
+        final class Pending: PendingInstall {
+            let inner: any PendingInstall
+            let mirror: RecordingMirror
+            init(_ inner: any PendingInstall, mirror: RecordingMirror) {
+                self.inner = inner
+                self.mirror = mirror
+            }
+            func commit() {
+                mirror.note(.commit)
+                inner.commit()
+            }
+            func finish() -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
+                mirror.note(.finish)
+                return inner.finish()
+            }
+        }
+    }
+
+    static func p(_ s: String) -> RelativePath { RelativePath(s) }
+    static let files = ["a", "b", "c", "d/e", "old", "gone"].map(p)
+
+    static func populatedSource() -> InMemoryTree {
+        let source = InMemoryTree(device: 1)
+        source.makeDirectory(p("d"), mode: 0o750, mtime: nil)
+        for f in files { source.writeFile(f, Array("bytes of \(f.escaped)".utf8)) }
+        return source
+    }
+
+    @Test("the engine's copies, renames and removals reach a mirror as batch calls of the seam")
+    func engineSpeaksTheSeam() throws {
+        let source = Self.populatedSource()
+        let mirror = RecordingMirror()
+        let store = InMemoryStore()
+        let engine = SyncEngine(source: source, mirror: mirror, store: store, records: RecordSet(), options: SyncOptions())
+
+        let first = engine.apply(try engine.prepare())
+        try #require(first.errors.isEmpty, "\(first.errors)")
+        let calls = mirror.recorded
+        let begun = calls.compactMap { if case .beginInstall(let paths) = $0 { paths } else { nil } }
+        #expect(begun.count == 1, "one group for the whole pass: \(calls)")
+        #expect(Set(begun.first ?? []) == Set(Self.files))
+        #expect(!calls.contains { if case .install = $0 { true } else { false } }, "no file went on its own")
+        #expect(calls.filter { $0 == .commit }.count == 1 && calls.filter { $0 == .finish }.count == 1)
+        #expect(calls.firstIndex(of: .makeDirectory(Self.p("d")))! < calls.firstIndex(of: .finish)!)
+        // Records follow the mirror: the last thing the engine asks before appending is a barrier.
+        #expect(calls.last == .barrier)
+        #expect(try store.load().records.regularFiles == Self.files.count)
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+
+        mirror.calls.withLock { $0.removeAll() }
+        try source.rename(Self.p("old"), to: Self.p("new"))
+        source.delete(Self.p("gone"))
+        let second = engine.apply(try engine.prepare())
+        try #require(second.errors.isEmpty, "\(second.errors)")
+        let again = mirror.recorded
+        #expect(second.renamed == 1 && second.copiedFiles == 0, "\(second)")
+        #expect(again.contains(.rename(Self.p("old"), Self.p("new"))), "\(again)")
+        #expect(again.contains(.remove(Self.p("gone"))), "\(again)")
+        #expect(!again.contains { if case .install = $0 { true } else if case .beginInstall = $0 { true } else { false } })
+        #expect(again.last == .barrier)
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+    }
+
+    @Test("the manager's copies reach a mirror as install batches")
+    func managerSpeaksTheSeam() async throws {
+        let source = Self.populatedSource()
+        let mirror = RecordingMirror()
+        let store = InMemoryStore()
+        let engine = SyncEngine(source: source, mirror: mirror, store: store, records: RecordSet(), options: SyncOptions())
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .inline)
+        await manager.requestFullResync()
+        await manager.processDue()
+        await manager.waitForCopies()
+
+        let installs = mirror.recorded.compactMap { if case .install(let paths) = $0 { paths } else { nil } }
+        #expect(installs.count == 1, "one batch: \(mirror.recorded)")
+        #expect(Set(installs.joined()) == Set(Self.files))
+        #expect(!mirror.recorded.contains { if case .beginInstall = $0 { true } else { false } })
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+    }
+}
