@@ -16,23 +16,6 @@ public struct CommandRunner: Sendable {
         self.environment = environment
     }
 
-    /// Everything a command needs, resolved.
-    struct Settings {
-        var configuration: Configuration
-        var invocation: Invocation
-        var source: [UInt8]
-        var mirror: [UInt8]
-        var state: [UInt8]
-        var excludes: ExcludeMatcher
-        var configFile: [UInt8]?
-
-        var options: SyncOptions {
-            SyncOptions(deleteEnabled: configuration.deleteEnabled, compareContent: invocation.content,
-                        maxDeletePercent: configuration.maxDeletePercent, allowMassDelete: invocation.allowMassDelete,
-                        excludes: excludes)
-        }
-    }
-
     /// The process's arguments (without argv[0]) as raw bytes: argv need not be UTF-8.
     public static func processArguments() -> [[UInt8]] {
         (1..<Int(CommandLine.argc)).compactMap { i in
@@ -210,7 +193,7 @@ public struct CommandRunner: Sendable {
                 drawn = now
                 let elapsed = now - started
                 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-                progress.update(TerminalProgress.describe(files: done.files, totalFiles: planned.files, bytes: done.bytes,
+                progress.update(ByteSize.progress(files: done.files, totalFiles: planned.files, bytes: done.bytes,
                                                           totalBytes: planned.bytes, seconds: seconds))
             }
         }
@@ -233,7 +216,7 @@ public struct CommandRunner: Sendable {
     }
 
     func describe(_ s: SyncSummary) -> String {
-        var parts = ["\(s.copiedFiles) file\(s.copiedFiles == 1 ? "" : "s") copied (\(StatusText.humanBytes(s.copiedBytes)))"]
+        var parts = ["\(s.copiedFiles) file\(s.copiedFiles == 1 ? "" : "s") copied (\(ByteSize.human(s.copiedBytes)))"]
         if s.renamed > 0 { parts.append("\(s.renamed) renamed") }
         if s.createdDirectories > 0 { parts.append("\(s.createdDirectories) directories created") }
         if s.createdLinks > 0 { parts.append("\(s.createdLinks) links made") }
@@ -261,16 +244,16 @@ public struct CommandRunner: Sendable {
         let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
         let runner = self
         let invocation = settings.invocation
-        let agent = Agent(settings: settings, logger: logger, notifier: SystemdNotifier(environment: environment), progress: progress,
-                          reload: { try runner.settings(invocation) },
-                          makeWatcher: { path, logger, heartbeat in
-                              InotifyWatcher(rootPath: path, logger: logger, heartbeat: heartbeat)
-                          })
+        let agent = Agent(settings: settings, host: LinuxAgentHost(), notifier: SystemdNotifier(environment: environment),
+                          statusWriter: StatusFileWriter(stateDirectory: settings.state), progress: progress,
+                          clock: ContinuousClock(), logger: logger, reload: { try runner.settings(invocation) })
+        let (signals, signalSource) = SignalSource.stream()
+        defer { signalSource.cancel() }
         let outcome = Mutex<Result<ExitCode, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         Task {
             let result: Result<ExitCode, any Error>
-            do { result = .success(try await agent.run()) } catch { result = .failure(error) }
+            do { result = .success(try await agent.run(signals: signals)) } catch { result = .failure(error) }
             outcome.withLock { $0 = result }
             done.signal()
         }

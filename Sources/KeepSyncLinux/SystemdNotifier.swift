@@ -4,7 +4,7 @@ import KeepSyncCore
 /// Speaks the sd_notify protocol by hand: one datagram per message to
 /// `$NOTIFY_SOCKET` (a path, or `@name` for the abstract namespace), from the main PID
 /// only. Without `$NOTIFY_SOCKET` every call does nothing.
-public final class SystemdNotifier: Sendable {
+public final class SystemdNotifier: Notifier {
     private let address: [UInt8]?
     /// Half of `$WATCHDOG_USEC` when the watchdog is on for this process.
     public let watchdogInterval: Duration?
@@ -28,7 +28,7 @@ public final class SystemdNotifier: Sendable {
     public var isEnabled: Bool { address != nil }
 
     /// Sends `READY=1`.
-    public func ready(status: String? = nil) { send("READY=1" + (status.map { "\nSTATUS=\($0)" } ?? "")) }
+    public func ready(status: String?) { send("READY=1" + (status.map { "\nSTATUS=\($0)" } ?? "")) }
 
     /// Sends `STATUS=`.
     public func status(_ text: String) { send("STATUS=\(text)") }
