@@ -1,6 +1,4 @@
-import CKeepSyncShims
 import Dispatch
-import Glibc
 import KeepSyncCore
 import Synchronization
 
@@ -17,32 +15,19 @@ public struct CommandRunner: Sendable {
     }
 
     /// The process's arguments (without argv[0]) as raw bytes: argv need not be UTF-8.
-    public static func processArguments() -> [[UInt8]] {
-        (1..<Int(CommandLine.argc)).compactMap { i in
-            CommandLine.unsafeArgv[i].map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) }
-        }
-    }
+    public static func processArguments() -> [[UInt8]] { ProcessEnvironment.arguments() }
 
     /// The process's environment (later entries of a repeated name win).
-    public static func processEnvironment() -> [String: String] {
-        var env: [String: String] = [:]
-        var i = 0
-        while let entry = environ[i] {
-            let text = String(cString: entry)
-            if let eq = text.firstIndex(of: "=") { env[String(text[..<eq])] = String(text[text.index(after: eq)...]) }
-            i += 1
-        }
-        return env
-    }
+    public static func processEnvironment() -> [String: String] { ProcessEnvironment.variables() }
 
     /// Runs `keepsync` with the process's arguments and environment, then exits.
     public static func main() -> Never {
         // Copy and scan threads would each get a malloc arena of their own: two are plenty
         // for what they allocate, and keep the resident set small.
-        _ = ks_mallopt_arena_max(2)
+        ProcessEnvironment.limitMallocArenas(2)
         Sys.raiseOpenFileLimit()
         let code = CommandRunner(arguments: processArguments(), environment: processEnvironment()).run()
-        exit(code.rawValue)
+        ProcessEnvironment.exit(code.rawValue)
     }
 
     /// Runs the command and returns its exit code.
@@ -104,8 +89,7 @@ public struct CommandRunner: Sendable {
 
     var home: [UInt8] {
         if let h = environment["HOME"], !h.isEmpty { return Array(h.utf8) }
-        if let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir { return Array(String(cString: dir).utf8) }
-        return [0x2F]
+        return ProcessEnvironment.passwordHome() ?? [0x2F]
     }
 
     func xdg(_ variable: String, fallback: String) -> [UInt8] {
@@ -164,77 +148,8 @@ public struct CommandRunner: Sendable {
     func sync(_ settings: Settings, foreground: Bool) throws -> ExitCode {
         let progress = TerminalProgress(enabled: foreground)
         let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
-        let prepared = try PreparedState(settings, logger: logger) { records, message in
-            writeStatus(settings, state: "error", records: records, summary: nil, extraErrors: [(path: ".", message: message)])
-        }
-        defer { prepared.lock.release() }
-        let store = prepared.store, records = prepared.records, rootStat = prepared.root
-        let sourceName = HostPaths.display(settings.source)
-        let sourceTree = try PosixFileSystem(rootPath: settings.source)
-        guard let opened = try sourceTree.stat(.root), opened.device == rootStat.device, opened.inode == rootStat.inode else {
-            throw KeepSyncError(.unsafe, "source \(sourceName) changed while it was being opened; nothing done")
-        }
-        let mirrorTree = try AtomicFileAccessor(rootPath: settings.mirror)
-        let engine = SyncEngine(source: sourceTree, mirror: mirrorTree, store: store, records: records,
-                                options: settings.options, logger: logger)
-        engine.io = CommandRunner.copyIO
-        engine.scanIO = CommandRunner.scanIO
-        let scan = try engine.prepare(.root)
-        let planned = scan.plannedCopies
-        let started = ContinuousClock.now
-        if progress.isActive && planned.files > 0 {
-            var done = (files: 0, bytes: UInt64(0))
-            var drawn = started - .seconds(1)
-            engine.onCopy = { bytes in
-                done.files += 1
-                done.bytes += bytes
-                let now = ContinuousClock.now
-                guard now - drawn >= .milliseconds(100) else { return }
-                drawn = now
-                let elapsed = now - started
-                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-                progress.update(ByteSize.progress(files: done.files, totalFiles: planned.files, bytes: done.bytes,
-                                                          totalBytes: planned.bytes, seconds: seconds))
-            }
-        }
-        let summary = engine.apply(scan)
-        progress.finish()
-        try engine.recordRoot(RootIdentity(device: opened.device, inode: opened.inode))
-        if summary != SyncSummary() || records.wasDamaged { try store.compact(engine.records) }
-        let held = summary.heldDeletes
-        logger.info(describe(summary))
-        writeStatus(settings, state: "stopped", records: engine.records, summary: summary, extraErrors: [],
-                    kept: (scan.keptFiles, scan.keptBytes))
-        if !summary.errors.isEmpty {
-            logger.error("\(summary.errors.count) item\(summary.errors.count == 1 ? "" : "s") failed")
-        }
-        if held > 0 {
-            // A refusal, like every exit 3: one error line with the reason and the way out.
-            throw KeepSyncError(.unsafe, "held \(held) deletions: more than \(settings.configuration.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; check, then rerun with --allow-mass-delete to apply them")
-        }
-        return summary.errors.isEmpty ? .success : .failure
-    }
-
-    func describe(_ s: SyncSummary) -> String {
-        var parts = ["\(s.copiedFiles) file\(s.copiedFiles == 1 ? "" : "s") copied (\(ByteSize.human(s.copiedBytes)))"]
-        if s.renamed > 0 { parts.append("\(s.renamed) renamed") }
-        if s.createdDirectories > 0 { parts.append("\(s.createdDirectories) directories created") }
-        if s.createdLinks > 0 { parts.append("\(s.createdLinks) links made") }
-        if s.removedEntries > 0 { parts.append("\(s.removedEntries) removed") }
-        if s.skippedSpecial > 0 { parts.append("\(s.skippedSpecial) special files skipped") }
-        if !s.errors.isEmpty { parts.append("\(s.errors.count) failed") }
-        return "sync done: " + parts.joined(separator: ", ")
-    }
-
-    func writeStatus(_ settings: Settings, state: String, records: RecordSet, summary: SyncSummary?,
-                     extraErrors: [(path: String, message: String)], kept: (files: Int, bytes: UInt64) = (0, 0)) {
-        let report = StatusReport(
-            state: state, pid: Int(getpid()), source: HostPaths.display(settings.source),
-            mirror: HostPaths.display(settings.mirror), files: records.records.regularFiles + kept.files,
-            bytes: records.records.regularBytes + kept.bytes, pending: 0,
-            lastFullSync: summary == nil ? nil : LogSink.utcTimestamp(), heldDeletes: summary?.heldDeletes ?? 0,
-            errors: extraErrors + (summary?.errors ?? []).map { (path: ($0.path ?? .root).escaped, message: $0.message) })
-        try? HostPaths.writeAtomically(settings.state + Array("/status.json".utf8), Array(report.json.utf8))
+        return try SyncCommand(settings: settings, host: LinuxAgentHost(), statusWriter: StatusFileWriter(stateDirectory: settings.state),
+                               progress: progress, clock: ContinuousClock(), logger: logger).run()
     }
 
     // MARK: run
@@ -274,17 +189,8 @@ public struct CommandRunner: Sendable {
         } else {
             mirrorTree = AbsentTree()
         }
-        let scanner = TreeScanner(source: sourceTree, mirror: mirrorTree, records: RecordSet(), options: settings.options,
-                                  io: CommandRunner.scanIO)
-        let scan = try scanner.scan(.root, collectRemovedPaths: true)
-        let lines = CheckReport.lines(of: scan) { path in try? mirrorTree.stat(path) }
-        var out = lines.map(\.text).joined(separator: "\n")
-        if !out.isEmpty { out += "\n" }
-        out += CheckReport.summary(lines.count) + "\n"
-        LogSink.writeOut(out)
-        // What could not be compared is not "no difference": named, and exit 1.
-        for error in scan.unreadable { LogSink.write("keepsync: error: \(error.description) (not compared)\n") }
-        return lines.isEmpty && scan.unreadable.isEmpty ? .success : .failure
+        return try CheckCommand(source: sourceTree, mirror: mirrorTree, options: settings.options, io: CommandRunner.scanIO)
+            .run(output: LogSink.writeOut, errors: LogSink.write)
     }
 
     /// Copies staged at once by `sync`: enough to keep a disk's queue busy on a cold cache.

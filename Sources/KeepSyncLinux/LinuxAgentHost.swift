@@ -1,10 +1,9 @@
-import Glibc
 import KeepSyncCore
 
 /// The agent's machine: the state directory's lock and journal, the source and mirror
 /// trees, inotify, the directory warmer, the source root's stat, a Dispatch timer.
 struct LinuxAgentHost: AgentHost {
-    var processID: Int { Int(getpid()) }
+    var processID: Int { Int(ProcessEnvironment.processID) }
 
     func timestamp() -> String { LogSink.utcTimestamp() }
 

@@ -15,7 +15,7 @@ public final class SignalSource: @unchecked Sendable {
 
     /// Ignores `SIGPIPE` and the handled signals; call first thing in `run`.
     public static func ignoreAll() {
-        for s in handled + [SIGPIPE] { signal(s, SIG_IGN) }
+        for s in handled + [SIGPIPE] { ProcessEnvironment.ignoreSignal(s) }
     }
 
     /// Installs sources calling `handler` with the signal number on a private queue.

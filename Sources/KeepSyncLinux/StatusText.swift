@@ -1,4 +1,3 @@
-import Glibc
 import KeepSyncCore
 
 /// Renders `status.json` for humans.

@@ -1,4 +1,3 @@
-import Glibc
 import KeepSyncCore
 import Synchronization
 
@@ -12,7 +11,7 @@ public final class TerminalProgress: ProgressDisplay {
 
     /// A progress line, drawn only when `enabled` and stderr is a terminal.
     public init(enabled: Bool) {
-        isActive = enabled && isatty(2) == 1
+        isActive = enabled && ProcessEnvironment.isTerminal(2)
     }
 
     /// Writes a log line, keeping the progress line below it.
