@@ -1,5 +1,5 @@
-/// What the agent asks of the machine it runs on; the executable wires the Linux one,
-/// tests a fake over in-memory trees.
+/// What the agent (and `sync`) asks of the machine it runs on; the executable wires the
+/// Linux one, tests a fake over in-memory trees.
 public protocol AgentHost: Sendable {
     /// The process ID status.json names.
     var processID: Int { get }

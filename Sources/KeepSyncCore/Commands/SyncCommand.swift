@@ -24,7 +24,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
     /// deletions were held or the source was refused.
     public func run() throws -> ExitCode {
         let prepared = try host.prepare(settings, logger: logger, heartbeat: nil) { records, message in
-            writeStatus(state: "error", records: records, summary: nil, extraErrors: [(path: ".", message: message)])
+            writeStatus(state: .refused(reason: message), records: records, summary: nil, extraErrors: [(path: ".", message: message)])
         }
         defer { prepared.release() }
         let store = prepared.store, records = prepared.records, rootStat = prepared.root
@@ -59,7 +59,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
         if summary != SyncSummary() || records.wasDamaged { try store.compact(engine.records) }
         let held = summary.heldDeletes
         logger.info(Self.describe(summary))
-        writeStatus(state: "stopped", records: engine.records, summary: summary, extraErrors: [],
+        writeStatus(state: .stopped, records: engine.records, summary: summary, extraErrors: [],
                     kept: (scan.keptFiles, scan.keptBytes))
         if !summary.errors.isEmpty {
             logger.error("\(summary.errors.count) item\(summary.errors.count == 1 ? "" : "s") failed")
@@ -83,10 +83,10 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
         return "sync done: " + parts.joined(separator: ", ")
     }
 
-    func writeStatus(state: String, records: RecordSet, summary: SyncSummary?,
+    func writeStatus(state: AgentState, records: RecordSet, summary: SyncSummary?,
                      extraErrors: [(path: String, message: String)], kept: (files: Int, bytes: UInt64) = (0, 0)) {
         let report = StatusReport(
-            state: state, pid: host.processID, source: settings.sourceName, mirror: settings.mirrorName,
+            state: state.name, pid: host.processID, source: settings.sourceName, mirror: settings.mirrorName,
             files: records.records.regularFiles + kept.files, bytes: records.records.regularBytes + kept.bytes, pending: 0,
             lastFullSync: summary == nil ? nil : host.timestamp(), heldDeletes: summary?.heldDeletes ?? 0,
             errors: extraErrors + (summary?.errors ?? []).map { (path: ($0.path ?? .root).escaped, message: $0.message) })
