@@ -92,56 +92,11 @@ public struct CommandRunner: Sendable {
         return ProcessEnvironment.passwordHome() ?? [0x2F]
     }
 
-    func xdg(_ variable: String, fallback: String) -> [UInt8] {
-        if let v = environment[variable], v.first == "/" { return Array(v.utf8) }
-        return home + Array("/\(fallback)".utf8)
-    }
+    /// Resolves settings against this machine's paths.
+    var resolver: SettingsResolver { SettingsResolver(environment: environment, home: home, paths: HostPathResolver()) }
 
     /// Loads the configuration file and flags, resolves and checks the paths.
-    func settings(_ invocation: Invocation) throws -> Settings {
-        var file = Configuration()
-        var configPath: [UInt8]?
-        if let explicit = invocation.configFile {
-            configPath = explicit
-        } else {
-            let candidate = xdg("XDG_CONFIG_HOME", fallback: ".config") + Array("/keepsync/keepsync.conf".utf8)
-            if HostPaths.stat(candidate) != nil { configPath = candidate }
-        }
-        if let configPath {
-            let bytes: [UInt8]
-            do { bytes = try HostPaths.read(configPath) } catch let e as KeepSyncError {
-                throw KeepSyncError(.configuration, "--config: \(e.message)")
-            }
-            file = try ConfigFileParser.parse(bytes, fileName: HostPaths.display(configPath), home: home)
-        }
-        let config = CommandLineParser.merge(file: file, invocation: invocation, home: home)
-        func orKey(_ key: String) -> String { configPath.map { " (or '\(key) =' in \(HostPaths.display($0)))" } ?? "" }
-        guard let rawSource = config.source else {
-            throw KeepSyncError(.configuration, "missing --source\(orKey("source"))")
-        }
-        guard let rawMirror = config.mirror else {
-            throw KeepSyncError(.configuration, "missing --mirror\(orKey("mirror"))")
-        }
-        let source = HostPaths.resolve(rawSource)
-        let mirror = HostPaths.resolve(rawMirror)
-        let s = HostPaths.display(source), m = HostPaths.display(mirror)
-        if source == mirror { throw KeepSyncError(.configuration, "source and mirror are the same directory: \(s)") }
-        if HostPaths.isWithin(mirror, source) { throw KeepSyncError(.configuration, "mirror \(m) is inside source \(s)") }
-        if HostPaths.isWithin(source, mirror) { throw KeepSyncError(.configuration, "source \(s) is inside mirror \(m)") }
-        let state: [UInt8]
-        if let explicit = config.state {
-            state = HostPaths.resolve(explicit)
-        } else {
-            state = xdg("XDG_STATE_HOME", fallback: ".local/state") + Array("/keepsync/".utf8)
-                + Array(StateDirectoryName.name(source: source, mirror: mirror).utf8)
-        }
-        if HostPaths.isWithin(state, source) || HostPaths.isWithin(state, mirror) {
-            throw KeepSyncError(.configuration, "--state \(HostPaths.display(state)) must not be inside the source or the mirror")
-        }
-        let excludes = try ExcludeMatcher(patterns: config.excludes)
-        return Settings(configuration: config, invocation: invocation, source: source, mirror: mirror, state: state,
-                        excludes: excludes, configFile: configPath)
-    }
+    func settings(_ invocation: Invocation) throws -> Settings { try resolver.settings(invocation) }
 
     // MARK: sync
 
@@ -206,11 +161,11 @@ public struct CommandRunner: Sendable {
     func status(_ invocation: Invocation) throws -> ExitCode {
         let json = invocation.json
         if let explicit = invocation.state { return try printStatus(of: HostPaths.resolve(explicit), json: json) }
-        let defaultConfig = xdg("XDG_CONFIG_HOME", fallback: ".config") + Array("/keepsync/keepsync.conf".utf8)
+        let defaultConfig = resolver.defaultConfigFile
         if invocation.source != nil || invocation.mirror != nil || invocation.configFile != nil || HostPaths.stat(defaultConfig) != nil {
             return try printStatus(of: try settings(invocation).state, json: json)
         }
-        let home = xdg("XDG_STATE_HOME", fallback: ".local/state") + Array("/keepsync".utf8)
+        let home = resolver.stateHome
         let names = ((try? Sys.readDirectoryPath(home)) ?? []).sorted { $0.lexicographicallyPrecedes($1) }
         let reports = names.compactMap { try? HostPaths.read(home + [0x2F] + $0 + Array("/status.json".utf8)) }
         guard !reports.isEmpty else {
