@@ -19,7 +19,8 @@ final class AgentHarness: Sendable {
     let reloads = Mutex(0)
     let onReload: @Sendable (AgentHarness) -> Void
 
-    init(watchdog: Duration? = nil, onReload: @escaping @Sendable (AgentHarness) -> Void = { _ in }) {
+    init(watchdog: Duration? = nil, reloaded: @escaping @Sendable (inout Settings) -> Void = { _ in },
+         onReload: @escaping @Sendable (AgentHarness) -> Void = { _ in }) {
         host = FakeAgentHost(clock: clock)
         notifier = RecordingNotifier(watchdogInterval: watchdog)
         self.onReload = onReload
@@ -27,7 +28,12 @@ final class AgentHarness: Sendable {
         let reloadBox = Mutex<(@Sendable () -> Void)?>(nil)
         agent = Agent(settings: settings, host: host, notifier: notifier, statusWriter: writer,
                       progress: SilentProgress(), clock: clock, logger: .silent,
-                      reload: { reloadBox.withLock { $0 }?(); return settings })
+                      reload: {
+                          reloadBox.withLock { $0 }?()
+                          var fresh = settings
+                          reloaded(&fresh)
+                          return fresh
+                      })
         reloadBox.withLock { $0 = { [unowned self] in self.reloads.withLock { $0 += 1 }; self.onReload(self) } }
     }
 

@@ -174,4 +174,48 @@ struct AgentTests {
         try await h.until("pings again") { h.notifier.count("WATCHDOG=1") > pings }
         #expect(try await h.stop() == .success)
     }
+
+    @Test func aReloadWithNewExcludesReplacesTheWatcherAndResyncs() async throws {
+        let h = AgentHarness(reloaded: { $0.excludes = try! ExcludeMatcher(patterns: [Array("*.tmp".utf8)]) })
+        h.populate()
+        h.start()
+        try await h.waitUntilReady()
+        let first = try #require(h.host.watchers.first)
+        h.host.source.writeFile(RelativePath("x.tmp"), [1])
+        h.feed.send(.hangup)
+        try await h.waitUntilReady(count: 2)
+        #expect(first.isStopped)
+        let second = try #require(h.host.watchers.last)
+        #expect(h.host.watchers.count == 2 && second.isRunning)
+        #expect(second.excludes?.excludes(RelativePath("x.tmp"), isDirectory: false) == true)
+        #expect(h.notifier.messages.contains("RELOADING=1"))
+        // The resync after the reload ran with the new excludes: the excluded file stays out.
+        try await h.until("the resync") { h.notifier.statusLines.last == "watching 3 files, 0 pending" }
+        #expect(h.host.mirror.node(RelativePath("x.tmp")) == nil)
+        #expect(try await h.stop() == .success)
+    }
+
+    @Test func sigusr1RepairsDriftInTheMirror() async throws {
+        let h = AgentHarness()
+        h.populate()
+        h.start()
+        try await h.waitUntilReady()
+        h.host.mirror.delete(RelativePath("dir/b"))
+        h.feed.send(.resync)
+        try await h.until("the file back") { h.host.mirror.node(RelativePath("dir/b"))?.content == Array("bravo".utf8) }
+        #expect(try await h.stop() == .success)
+    }
+
+    @Test func unwatchedDirectoriesShowInTheStatusFile() async throws {
+        let h = AgentHarness()
+        h.populate()
+        h.start()
+        try await h.waitUntilReady()
+        let watcher = try #require(h.host.watchers.last)
+        watcher.unwatchedDirectories = 7
+        try await h.until("the watch limit in status.json") {
+            h.writer.reports.last?.errors.contains { $0.message.hasPrefix("watch limit reached: 7 directories") } == true
+        }
+        #expect(try await h.stop() == .success)
+    }
 }
