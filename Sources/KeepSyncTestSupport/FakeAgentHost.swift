@@ -9,7 +9,7 @@ public final class FakeAgentHost: AgentHost {
     /// The mirror tree.
     public let mirror = InMemoryTree(device: 2)
     /// The record store.
-    public let store = InMemoryStore()
+    public let store = GaugedStore()
     /// The clock the timers tick on.
     public let clock: ManualClock
     private let state = Mutex<(watchers: [FakeWatcher], rootGone: Bool, locked: Bool, warmings: Int, ticks: Int)>(([], false, false, 0, 0))
@@ -116,14 +116,4 @@ struct TaskTimer: TimerHandle {
     let task: Task<Void, Never>
     init(_ task: Task<Void, Never>) { self.task = task }
     func cancel() { task.cancel() }
-}
-
-/// The in-memory store keeps no log: it never asks for compaction.
-extension InMemoryStore: AgentRecordStore {
-    /// Never.
-    public var needsCompaction: Bool { false }
-    /// Zero.
-    public var logLength: UInt64 { 0 }
-    /// Zero.
-    public var snapshotLength: UInt64 { 0 }
 }

@@ -218,4 +218,21 @@ struct AgentTests {
         }
         #expect(try await h.stop() == .success)
     }
+
+    @Test func aLongRecordsLogIsCompactedAndAskedAgainOnlyAfterThirtySeconds() async throws {
+        let h = AgentHarness()
+        h.populate()
+        h.start()
+        try await h.waitUntilReady()
+        let before = h.host.store.compactions
+        h.host.store.setLengths(log: 2 << 20, snapshot: 1 << 20)
+        try await h.until("a compaction") { h.host.store.compactions == before + 1 }
+        let asked = h.clock.now
+        // The log stays long (the fake compaction changes no size): not asked again for 30 s.
+        try await h.until("29 s later", step: .milliseconds(500)) { asked.duration(to: h.clock.now) >= .seconds(29) }
+        #expect(h.host.store.compactions == before + 1)
+        try await h.until("asked again after 30 s") { h.host.store.compactions == before + 2 }
+        #expect(asked.duration(to: h.clock.now) >= .seconds(30))
+        #expect(try await h.stop() == .success)
+    }
 }
