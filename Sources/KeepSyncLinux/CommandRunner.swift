@@ -64,16 +64,9 @@ public struct CommandRunner: Sendable {
             case .serviceUninstall:
                 return try ServiceInstaller(invocation: invocation, environment: environment, home: home).uninstall()
             }
-        } catch let error as KeepSyncError {
-            fail(error, foreground: foreground)
-            switch error.code {
-            case .configuration: return .usage
-            case .unsafe: return .unsafe
-            default: return .failure
-            }
         } catch {
             fail(error, foreground: foreground)
-            return .failure
+            return ExitCode(failure: error)
         }
     }
 
