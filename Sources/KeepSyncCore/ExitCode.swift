@@ -9,3 +9,15 @@ public enum ExitCode: Int32, Sendable {
     /// Refused for safety.
     case unsafe = 3
 }
+
+extension ExitCode {
+    /// The exit code for a command that failed with `error`: configuration errors are
+    /// usage errors (2), refusals are 3, anything else 1.
+    public init(failure error: any Error) {
+        switch (error as? KeepSyncError)?.code {
+        case .configuration?: self = .usage
+        case .unsafe?: self = .unsafe
+        default: self = .failure
+        }
+    }
+}

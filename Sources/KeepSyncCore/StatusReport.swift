@@ -1,6 +1,6 @@
 /// The contents of `status.json`.
 public struct StatusReport: Equatable, Sendable {
-    /// `starting`, `syncing`, `watching`, `stopped` or `error`.
+    /// `starting`, `syncing`, `watching`, `stopped` or `error` (an `AgentState`'s name).
     public var state: String
     /// The agent's PID.
     public var pid: Int

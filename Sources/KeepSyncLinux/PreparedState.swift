@@ -14,7 +14,7 @@ struct PreparedState {
 
     /// Prepares, or throws `.configuration` (exit 2) / `.unsafe` (exit 3) after calling
     /// `refused` with the message, leaving the mirror untouched. The load beats `heartbeat`.
-    init(_ settings: CommandRunner.Settings, logger: Logger, heartbeat: Heartbeat? = nil,
+    init(_ settings: Settings, logger: Logger, heartbeat: Heartbeat? = nil,
          refused: (RecordSet, String) -> Void) throws {
         try HostPaths.makeDirectories(settings.state, mode: 0o700)
         lock = try StateLock(stateDirectory: settings.state)

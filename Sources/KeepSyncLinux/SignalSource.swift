@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import KeepSyncCore
 
 /// Signals as Dispatch sources. Dispositions are set to SIG_IGN first (so a signal
 /// arriving early cannot kill the process), then the sources are created, and `init`
@@ -14,7 +15,7 @@ public final class SignalSource: @unchecked Sendable {
 
     /// Ignores `SIGPIPE` and the handled signals; call first thing in `run`.
     public static func ignoreAll() {
-        for s in handled + [SIGPIPE] { signal(s, SIG_IGN) }
+        for s in handled + [SIGPIPE] { ProcessEnvironment.ignoreSignal(s) }
     }
 
     /// Installs sources calling `handler` with the signal number on a private queue.
@@ -30,6 +31,23 @@ public final class SignalSource: @unchecked Sendable {
             return source
         }
         group.wait()
+    }
+
+    /// Ignores the handled signals, then installs sources feeding the returned stream (it
+    /// buffers what arrives before it is read) and the sources, to cancel when done.
+    public static func stream() -> (signals: AsyncStream<AgentSignal>, source: SignalSource) {
+        ignoreAll()
+        let (stream, continuation) = AsyncStream.makeStream(of: AgentSignal.self)
+        let source = SignalSource { number in
+            switch number {
+            case SIGHUP: continuation.yield(.hangup)
+            case SIGUSR1: continuation.yield(.resync)
+            case SIGTERM: continuation.yield(.terminate)
+            case SIGINT: continuation.yield(.interrupt)
+            default: break
+            }
+        }
+        return (stream, source)
     }
 
     /// Stops delivering signals (dispositions stay ignored).

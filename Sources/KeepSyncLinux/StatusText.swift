@@ -1,4 +1,3 @@
-import Glibc
 import KeepSyncCore
 
 /// Renders `status.json` for humans.
@@ -19,7 +18,7 @@ enum StatusText {
         var out = "keepsync is \(field("state")) (pid \(field("pid")))\n"
         out += "  source          \(field("source"))\n"
         out += "  mirror          \(field("mirror"))\n"
-        out += "  files           \(field("files")) (\(humanBytes(bytesValue)))\n"
+        out += "  files           \(field("files")) (\(ByteSize.human(bytesValue)))\n"
         out += "  pending         \(field("pending"))\n"
         out += "  last full sync  \(field("lastFullSync"))\n"
         if let held = object["heldDeletes"]?.number, held > 0 {
@@ -36,18 +35,5 @@ enum StatusText {
             for e in errors { out += "    \(e["path"]?.string ?? "?"): \(e["message"]?.string ?? "")\n" }
         }
         return out
-    }
-
-    /// 1.5 GiB style sizes.
-    static func humanBytes(_ n: UInt64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(n)
-        var unit = 0
-        while value >= 1024 && unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        let tenths = Int((value * 10).rounded())
-        return unit == 0 ? "\(n) B" : "\(tenths / 10).\(tenths % 10) \(units[unit])"
     }
 }

@@ -1,18 +1,17 @@
-import Glibc
 import KeepSyncCore
 import Synchronization
 
 /// The single live progress line on a terminal's stderr. Log lines written through
 /// `print` clear it first and redraw it after, so the two never interleave. Inactive
 /// (prints lines only) when stderr is not a terminal.
-public final class TerminalProgress: Sendable {
+public final class TerminalProgress: ProgressDisplay {
     private let state = Mutex((line: "", shown: false))
     /// True when a progress line may be drawn.
     public let isActive: Bool
 
     /// A progress line, drawn only when `enabled` and stderr is a terminal.
     public init(enabled: Bool) {
-        isActive = enabled && isatty(2) == 1
+        isActive = enabled && ProcessEnvironment.isTerminal(2)
     }
 
     /// Writes a log line, keeping the progress line below it.
@@ -43,17 +42,5 @@ public final class TerminalProgress: Sendable {
             s.line = ""
             if let summary { LogSink.write(summary + "\n") }
         }
-    }
-
-    /// `files 1,234/20,000  bytes 120.0 MiB/511.0 MiB  85.2 MiB/s  ETA 5s`.
-    public static func describe(files: Int, totalFiles: Int, bytes: UInt64, totalBytes: UInt64, seconds: Double) -> String {
-        let rate = seconds > 0 ? Double(bytes) / seconds : 0
-        var text = "syncing: \(files)/\(totalFiles) files, \(StatusText.humanBytes(bytes))/\(StatusText.humanBytes(totalBytes))"
-        if rate > 0 {
-            text += ", \(StatusText.humanBytes(UInt64(rate)))/s"
-            let remaining = Double(totalBytes > bytes ? totalBytes - bytes : 0) / rate
-            text += ", ETA \(Int(remaining.rounded(.up)))s"
-        }
-        return text
     }
 }

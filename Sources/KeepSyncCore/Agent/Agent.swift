@@ -1,0 +1,313 @@
+/// `keepsync run`: the long-running agent. Takes the lock, starts watching (watch first,
+/// then the initial full pass, so nothing falls in between), feeds events to the
+/// SyncManager, reports status, and handles signals. When the source root vanishes it
+/// stops mirroring, reports, and resumes with a full resync when the root is back.
+/// Reads time only through `clock`; everything of the machine comes through `host`.
+public actor Agent<C: Clock> where C.Duration == Duration {
+    var settings: Settings
+    let reload: @Sendable () throws -> Settings
+    let host: any AgentHost
+    let logger: Logger
+    let notifier: any Notifier
+    let progress: any ProgressDisplay
+    let clock: C
+    let startedAt: C.Instant
+    var status: StatusPublisher<C>
+    /// Set on SIGTERM: copies in progress give up.
+    public nonisolated let cancellation = CancellationFlag()
+    var manager: SyncManager<C>?
+    /// The current watcher (a reload replaces it) and the task feeding its events.
+    var watcher: (any WatcherProviding)?
+    var consumer: Task<Void, Never>?
+    var stopRequested = false
+    var state = AgentState.starting
+    var lastFullSync: String?
+    var seenPasses = 0
+    var rootProblem: String?
+    /// The source root's recorded identity.
+    var rootIdentity: RootIdentity?
+    /// The records, while running.
+    var store: (any AgentRecordStore)?
+    /// When a rewrite of the records was last asked for, and the snapshot's size then.
+    var compactionAsked: (at: C.Instant, snapshot: UInt64)?
+    /// What the watchdog listens to (see `Watchdog`).
+    public nonisolated let heartbeat = Heartbeat()
+
+    /// An agent for `settings`; `reload` resolves them again on SIGHUP.
+    public init(settings: Settings, host: any AgentHost, notifier: any Notifier, statusWriter: any StatusWriter,
+                progress: any ProgressDisplay, clock: C, logger: Logger,
+                reload: @escaping @Sendable () throws -> Settings) {
+        self.settings = settings
+        self.host = host
+        self.notifier = notifier
+        self.progress = progress
+        self.clock = clock
+        self.logger = logger
+        self.reload = reload
+        startedAt = clock.now
+        status = StatusPublisher(notifier: notifier, writer: statusWriter)
+    }
+
+    var timing: SyncManager<C>.Timing {
+        .init(settle: .milliseconds(settings.configuration.settleMilliseconds),
+              maxDelay: .milliseconds(settings.configuration.maxDelayMilliseconds),
+              verifyInterval: settings.configuration.verifyIntervalSeconds > 0
+                ? .seconds(settings.configuration.verifyIntervalSeconds) : nil)
+    }
+
+    /// Runs until `signals` says terminate or interrupt; returns the exit code.
+    public func run<S: AsyncSequence & Sendable>(signals: S) async throws -> ExitCode
+        where S.Element == AgentSignal, S.Failure == Never {
+        let watchdog = notifier.watchdogInterval.map { interval in
+            let dog = Watchdog(heartbeat: heartbeat, ping: { [notifier] in notifier.watchdog() },
+                               probe: { await self.answerProbe() })
+            // Twice per interval: one tick that finds no beat leaves a gap of half of it.
+            return host.repeating(every: interval / 2) { dog.tick() }
+        }
+        defer { watchdog?.cancel() }
+        let prepared = try host.prepare(settings, logger: logger, heartbeat: heartbeat) { _, message in
+            writeStatus(state: .refused(reason: message), snapshot: nil, extraErrors: [(".", message)], force: true)
+        }
+        defer { prepared.release() }
+        let store = prepared.store
+        self.store = store
+        var records = prepared.records
+        records.root = RootIdentity(device: prepared.root.device, inode: prepared.root.inode)
+        rootIdentity = records.root
+        try store.apply([.setRoot(records.root!)])
+        let signalTask = Task {
+            // Each on a task of its own: a SIGTERM must not wait for a reload held by a busy manager.
+            for await signal in signals { Task { await self.handle(signal) } }
+        }
+        defer { signalTask.cancel() }
+        let statusTask = Task { await self.statusLoop() }
+        defer { statusTask.cancel() }
+
+        while !stopRequested {
+            try await runGeneration(store: store, records: records)
+            if stopRequested { break }
+            guard let problem = rootProblem else { break }
+            // The root vanished or was replaced: wait for the recorded one to come back.
+            state = .paused(reason: problem)
+            writeStatus(state: state, snapshot: nil, extraErrors: [(".", problem)], force: true)
+            status.notify(StatusLine.paused(problem))
+            logger.error("\(problem); mirroring paused until it is back")
+            while !stopRequested, checkRoot(recordedEntries: 1, identity: records.root) != nil {
+                try? await clock.sleep(for: .milliseconds(500))
+            }
+            if stopRequested { break }
+            logger.info("source \(settings.sourceName) is back; resuming with a full resync")
+            rootProblem = nil
+            // A write the stopped manager still holds must not land after the next one's.
+            if let manager { await manager.drainRecords() }
+            records = try store.load()
+        }
+        statusTask.cancel()
+        await statusTask.value
+        if let manager { try? await manager.compactRecords() }
+        if !stopRequested { notifier.stopping() }
+        state = .stopped
+        await writeStatusNow(force: true)
+        if let snapshot = await manager?.snapshot() {
+            let elapsed = startedAt.duration(to: clock.now).components.seconds
+            logger.info("stopped after \(elapsed)s: \(snapshot.copiedFiles) files copied (\(ByteSize.human(snapshot.copiedBytes))), mirror holds \(snapshot.files) files, \(snapshot.errors.count) errors")
+        } else {
+            logger.info("stopped")
+        }
+        return .success
+    }
+
+    /// One watcher + manager lifetime, until stop or a lost root.
+    func runGeneration(store: any AgentRecordStore, records: RecordSet) async throws {
+        let trees = try host.openTrees(settings, cancellation: cancellation)
+        let copies = host.copies
+        let engine = SyncEngine(source: trees.source, mirror: trees.mirror, store: store, records: records,
+                                options: settings.options, logger: logger)
+        engine.scanIO = copies.scanIO
+        engine.heartbeat = heartbeat
+        let host = self.host, path = settings.source, name = settings.sourceName, identity = records.root
+        let manager = SyncManager(engine: engine, source: trees.source, mirror: trees.mirror, clock: clock,
+                                  timing: timing, executor: copies.executor, logger: logger, io: copies.io,
+                                  rootCheck: { entries in
+                                      Agent.rootProblem(host: host, path: path, name: name, identity: identity,
+                                                        recordedEntries: entries)
+                                  })
+        self.manager = manager
+        let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat)
+        self.watcher = watcher
+        // The watcher's walk is sequential (watch, then list): readers ahead of it fill
+        // the cache from a cold disk many directories at a time.
+        let stopWarming = host.warmDirectories(settings)
+        let events: AsyncStream<WatchEvent>
+        do {
+            events = try watcher.start(excluding: settings.excludes)
+            stopWarming()
+        } catch {
+            stopWarming()
+            throw error
+        }
+        consumer = Task { await manager.consume(events) }
+        state = .syncing
+        await manager.requestFullResync()
+        await manager.run()
+        // The current watcher: a reload may have replaced the one started here.
+        self.watcher?.stop()
+        consumer?.cancel()
+        rootProblem = await manager.rootLost
+    }
+
+    func checkRoot(recordedEntries: Int, identity: RootIdentity?) -> String? {
+        Agent.rootProblem(host: host, path: settings.source, name: settings.sourceName, identity: identity,
+                          recordedEntries: recordedEntries)
+    }
+
+    /// Why the source root at `path` cannot be trusted now, or nil.
+    static func rootProblem(host: any AgentHost, path: [UInt8], name: String, identity: RootIdentity?,
+                            recordedEntries: Int) -> String? {
+        SourceRootCheck.problem(name: name, stat: host.sourceRootStat(path), identity: identity,
+                                recordedEntries: recordedEntries, isEmpty: { host.sourceRootIsEmpty(path) })
+    }
+
+    // MARK: Signals
+
+    func handle(_ signal: AgentSignal) async {
+        switch signal {
+        case .resync:
+            logger.info("SIGUSR1: full resync")
+            await manager?.requestFullResync()
+        case .hangup:
+            logger.info("SIGHUP: reloading the configuration")
+            await reloadConfiguration()
+        case .terminate, .interrupt:
+            logger.info("\(signal.name): stopping")
+            stopRequested = true
+            notifier.stopping()
+            cancellation.set()
+            watcher?.stop()
+            await manager?.stop()
+        }
+    }
+
+    func reloadConfiguration() async {
+        guard !stopRequested else { return }
+        // Before the first READY=1 the service manager is still starting us: no reload to
+        // announce. A SIGTERM that lands meanwhile wins: no READY=1 after STOPPING=1, no
+        // new watcher.
+        let announce = status.readySent
+        if announce { notifier.reloading() }
+        defer { if announce && !stopRequested { notifier.ready(status: nil) } }
+        let fresh: Settings
+        do { fresh = try reload() } catch {
+            logger.error("configuration not reloaded, keeping the old one: \((error as? KeepSyncError)?.description ?? "\(error)")")
+            return
+        }
+        if fresh.source != settings.source || fresh.mirror != settings.mirror || fresh.state != settings.state {
+            logger.warning("source, mirror and state take effect on restart; keeping the current ones")
+        }
+        var next = fresh
+        next.source = settings.source
+        next.mirror = settings.mirror
+        next.state = settings.state
+        settings = next
+        guard let manager else { return }
+        await manager.reconfigure(timing: timing, options: settings.options)
+        // Stopping, or the root was lost meanwhile (its generation has ended): no watcher.
+        guard manager === self.manager, await !manager.hasStopped, !stopRequested, rootProblem == nil else { return }
+        // A new watcher with the new excludes; the full resync covers the switch-over.
+        let old = watcher
+        let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat)
+        do {
+            let events = try watcher.start(excluding: settings.excludes)
+            self.watcher = watcher
+            consumer = Task { await manager.consume(events) }
+            old?.stop()
+        } catch {
+            logger.error("cannot restart watching: \(error)")
+        }
+        await manager.requestFullResync()
+    }
+
+    /// Returns once the agent and its manager are free to answer (a watchdog probe).
+    func answerProbe() async {
+        if let manager { _ = await manager.hasStopped }
+    }
+
+    // MARK: Status
+
+    func statusLoop() async {
+        var ticks = 0
+        while !Task.isCancelled {
+            await writeStatusNow(force: false)
+            ticks += 1
+            if ticks % 4 == 0 {
+                await watchRoot()
+                await compactIfLogIsLong()
+            }
+            try? await clock.sleep(for: .milliseconds(250))
+        }
+    }
+
+    /// Once a second: a source root that vanished or was replaced without an inotify
+    /// event reaching us (a lazy unmount) stops mirroring through the full pass's check.
+    func watchRoot() async {
+        guard let manager, !state.isError, rootProblem == nil,
+              checkRoot(recordedEntries: 0, identity: rootIdentity) != nil else { return }
+        await manager.requestFullResync()
+    }
+
+    /// Once a second: a records log longer than the snapshot (and 1 MiB) is folded into a
+    /// new snapshot, so that neither the disk nor the next start pays for every change
+    /// since the agent started. Until one is written, asked again only after 30 s.
+    func compactIfLogIsLong() async {
+        guard let manager, let store, !stopRequested, rootProblem == nil, !state.isError, store.needsCompaction else { return }
+        let now = clock.now
+        if let asked = compactionAsked, asked.snapshot == store.snapshotLength, asked.at.duration(to: now) < .seconds(30) {
+            return
+        }
+        compactionAsked = (now, store.snapshotLength)
+        logger.debug("records log \(store.logLength) bytes, snapshot \(store.snapshotLength): compacting")
+        await manager.compactRecordsInBackground()
+    }
+
+    func writeStatusNow(force: Bool) async {
+        guard let manager else { return }
+        let snapshot = await manager.snapshot()
+        if snapshot.fullPasses > seenPasses {
+            seenPasses = snapshot.fullPasses
+            lastFullSync = host.timestamp()
+        }
+        if state == .syncing, !status.readySent, progress.isActive, snapshot.passPlanned.files > 0 {
+            progress.update(ByteSize.progress(
+                files: snapshot.passCopied.files, totalFiles: snapshot.passPlanned.files, bytes: snapshot.passCopied.bytes,
+                totalBytes: snapshot.passPlanned.bytes, seconds: ByteSize.seconds(startedAt.duration(to: clock.now))))
+        }
+        if state == .syncing, seenPasses > 0, snapshot.pending == 0 {
+            state = .watching
+            progress.finish(nil)
+            logger.info("initial sync done: \(snapshot.files) file\(snapshot.files == 1 ? "" : "s"), watching")
+        }
+        let current = state == .watching && snapshot.resyncing ? AgentState.syncing : state
+        var extra: [(String, String)] = []
+        if let unwatched = watcher?.unwatchedDirectories, unwatched > 0 {
+            extra.append((".", "watch limit reached: \(unwatched) directories are not watched (rescanned every 30 s); raise it with sysctl fs.inotify.max_user_watches=N"))
+        }
+        writeStatus(state: current, snapshot: snapshot, extraErrors: extra, force: force)
+        let line = StatusLine.text(state: current, snapshot: snapshot, readySent: status.readySent)
+        // After STOPPING=1 (a SIGTERM during the initial sync) no READY=1.
+        if current == .watching && !status.readySent && !stopRequested {
+            status.ready(line)
+        } else {
+            status.notify(line)
+        }
+    }
+
+    func writeStatus(state: AgentState, snapshot: SyncManager<C>.Snapshot?, extraErrors: [(String, String)], force: Bool) {
+        let errors = extraErrors.map { (path: $0.0, message: $0.1) }
+            + (snapshot?.errors ?? [:]).sorted { $0.key < $1.key }.map { (path: $0.key.escaped, message: $0.value) }
+        let report = StatusReport(state: state.name, pid: host.processID, source: settings.sourceName,
+                                  mirror: settings.mirrorName, files: snapshot?.files ?? 0,
+                                  bytes: snapshot?.bytes ?? 0, pending: snapshot?.pending ?? 0,
+                                  lastFullSync: lastFullSync, heldDeletes: snapshot?.heldDeletes ?? 0, errors: errors)
+        status.write(report, force: force, now: clock.now)
+    }
+}

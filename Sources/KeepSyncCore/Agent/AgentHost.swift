@@ -1,0 +1,58 @@
+/// What the agent (and `sync`) asks of the machine it runs on; the executable wires the
+/// Linux one, tests a fake over in-memory trees.
+public protocol AgentHost: Sendable {
+    /// The process ID status.json names.
+    var processID: Int { get }
+    /// The wall-clock time, ISO 8601 in UTC (status.json's `lastFullSync`).
+    func timestamp() -> String
+    /// Where copies run, and how many directory reads and copies go at once.
+    var copies: (executor: CopyExecutor, io: ParallelIO, scanIO: ParallelIO) { get }
+    /// Takes the single-instance lock, loads the records, applies the source-safety rules
+    /// and makes the mirror; calls `refused` with the records and the reason before
+    /// throwing a refusal.
+    func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
+                 refused: (RecordSet, String) -> Void) throws -> PreparedRecords
+    /// Opens the source and the mirror for one watcher generation.
+    func openTrees(_ settings: Settings, cancellation: CancellationFlag) throws
+        -> (source: any FileSystemProviding, mirror: any MirrorProviding)
+    /// A new (not started) watcher of the source.
+    func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat) -> any WatcherProviding
+    /// Starts reading the source's directories ahead of a watcher's walk; returns its stop.
+    func warmDirectories(_ settings: Settings) -> @Sendable () -> Void
+    /// The lstat of the source root's path now; nil when nothing is there.
+    func sourceRootStat(_ path: [UInt8]) -> FileStat?
+    /// True when the source root's path lists no entries (false when it cannot be read).
+    func sourceRootIsEmpty(_ path: [UInt8]) -> Bool
+    /// Calls `tick` now and every `interval` on a timer of the host's own, until cancelled.
+    func repeating(every interval: Duration, _ tick: @escaping @Sendable () -> Void) -> any TimerHandle
+}
+
+/// The records as `AgentHost.prepare` left them: locked, loaded, the source checked.
+public struct PreparedRecords {
+    /// The record store.
+    public var store: any AgentRecordStore
+    /// The records as loaded.
+    public var records: RecordSet
+    /// The source root's stat, checked safe.
+    public var root: FileStat
+    /// Releases the single-instance lock.
+    public var release: () -> Void
+
+    /// Prepared records.
+    public init(store: any AgentRecordStore, records: RecordSet, root: FileStat, release: @escaping () -> Void) {
+        self.store = store
+        self.records = records
+        self.root = root
+        self.release = release
+    }
+}
+
+/// A record store that says when its log has grown past its snapshot.
+public protocol AgentRecordStore: BookmarkStorageProviding {
+    /// True when the log is longer than the snapshot (and its allowance).
+    var needsCompaction: Bool { get }
+    /// Bytes in the log.
+    var logLength: UInt64 { get }
+    /// Bytes in the snapshot.
+    var snapshotLength: UInt64 { get }
+}

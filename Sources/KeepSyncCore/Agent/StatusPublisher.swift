@@ -1,0 +1,42 @@
+/// Sends the agent's status out: `STATUS=` lines only when they change, READY=1 once,
+/// status.json only when it changes (or its last write failed), at most once a second
+/// unless forced.
+struct StatusPublisher<C: Clock> where C.Duration == Duration {
+    let notifier: any Notifier
+    let writer: any StatusWriter
+    /// True once READY=1 was sent.
+    private(set) var readySent = false
+    private var lastLine = ""
+    private var lastJSON = ""
+    private var lastWrite: C.Instant?
+
+    init(notifier: any Notifier, writer: any StatusWriter) {
+        self.notifier = notifier
+        self.writer = writer
+    }
+
+    /// `STATUS=line`, unless it was the last one sent.
+    mutating func notify(_ line: String) {
+        guard line != lastLine else { return }
+        lastLine = line
+        notifier.status(line)
+    }
+
+    /// `READY=1` with `STATUS=line`.
+    mutating func ready(_ line: String) {
+        readySent = true
+        lastLine = line
+        notifier.ready(status: line)
+    }
+
+    /// Writes `report` when it changed and a second passed since the last write, or when
+    /// `force` (which also waits for the write).
+    mutating func write(_ report: StatusReport, force: Bool, now: C.Instant) {
+        let json = report.json
+        guard json != lastJSON || writer.lastWriteFailed,
+              force || lastWrite.map({ $0.duration(to: now) >= .seconds(1) }) ?? true else { return }
+        lastJSON = json
+        lastWrite = now
+        writer.write(report, waits: force)
+    }
+}

@@ -1,0 +1,44 @@
+/// Everything a command needs, resolved: the configuration and flags merged, the paths
+/// absolute and checked apart.
+public struct Settings: Sendable {
+    /// The merged configuration.
+    public var configuration: Configuration
+    /// The command line.
+    public var invocation: Invocation
+    /// The source's absolute path.
+    public var source: [UInt8]
+    /// The mirror's absolute path.
+    public var mirror: [UInt8]
+    /// The state directory's absolute path.
+    public var state: [UInt8]
+    /// The exclude patterns, compiled.
+    public var excludes: ExcludeMatcher
+    /// The configuration file read, if any.
+    public var configFile: [UInt8]?
+
+    /// Resolved settings.
+    public init(configuration: Configuration, invocation: Invocation, source: [UInt8], mirror: [UInt8], state: [UInt8],
+                excludes: ExcludeMatcher, configFile: [UInt8]?) {
+        self.configuration = configuration
+        self.invocation = invocation
+        self.source = source
+        self.mirror = mirror
+        self.state = state
+        self.excludes = excludes
+        self.configFile = configFile
+    }
+
+    /// What the engine is told.
+    public var options: SyncOptions {
+        SyncOptions(deleteEnabled: configuration.deleteEnabled, compareContent: invocation.content,
+                    maxDeletePercent: configuration.maxDeletePercent, allowMassDelete: invocation.allowMassDelete,
+                    excludes: excludes)
+    }
+
+    /// The source path, for display.
+    public var sourceName: String { String(decoding: source, as: UTF8.self) }
+    /// The mirror path, for display.
+    public var mirrorName: String { String(decoding: mirror, as: UTF8.self) }
+    /// The state path, for display.
+    public var stateName: String { String(decoding: state, as: UTF8.self) }
+}

@@ -1,0 +1,119 @@
+import KeepSyncCore
+import Synchronization
+
+/// An agent's machine in memory: source and mirror trees, a record store, fake watchers
+/// (every one kept), a source root that can vanish, timers on a manual clock.
+public final class FakeAgentHost: AgentHost {
+    /// The source tree.
+    public let source = InMemoryTree(device: 1)
+    /// The mirror tree.
+    public let mirror = InMemoryTree(device: 2)
+    /// The record store.
+    public let store = GaugedStore()
+    /// The clock the timers tick on.
+    public let clock: ManualClock
+    private let state = Mutex<(watchers: [FakeWatcher], rootGone: Bool, locked: Bool, warmings: Int, ticks: Int)>(([], false, false, 0, 0))
+
+    /// A host whose timers run on `clock`.
+    public init(clock: ManualClock) { self.clock = clock }
+
+    /// A fixed PID.
+    public var processID: Int { 4242 }
+
+    /// A fixed time.
+    public func timestamp() -> String { "2026-01-01T00:00:00Z" }
+
+    /// Copies and record writes on the caller; serial reads.
+    public var copies: (executor: CopyExecutor, io: ParallelIO, scanIO: ParallelIO) { (.inline, .serial, .serial) }
+
+    /// Locks, loads the store, and checks the source with `SourceSafety` as the agent's host does.
+    public func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
+                        refused: (RecordSet, String) -> Void) throws -> PreparedRecords {
+        let records = try store.load()
+        let root = sourceRootStat(settings.source)
+        switch SourceSafety.evaluate(sourcePath: settings.sourceName, root: root, rootIsEmpty: sourceRootIsEmpty(settings.source),
+                                     records: records, acceptNewSource: settings.invocation.acceptNewSource,
+                                     allowMassDelete: settings.invocation.allowMassDelete) {
+        case .proceed: break
+        case .usage(let message): throw KeepSyncError(.configuration, message)
+        case .refuse(let message):
+            refused(records, message)
+            throw KeepSyncError(.unsafe, message)
+        }
+        state.withLock { $0.locked = true }
+        return PreparedRecords(store: store, records: records, root: root!, release: { self.state.withLock { $0.locked = false } })
+    }
+
+    /// The two trees.
+    public func openTrees(_ settings: Settings, cancellation: CancellationFlag) throws
+        -> (source: any FileSystemProviding, mirror: any MirrorProviding) {
+        (source, LocalMirror(mirror))
+    }
+
+    /// A new fake watcher, kept.
+    public func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat) -> any WatcherProviding {
+        let w = FakeWatcher()
+        state.withLock { $0.watchers.append(w) }
+        return w
+    }
+
+    /// Counts warmings.
+    public func warmDirectories(_ settings: Settings) -> @Sendable () -> Void {
+        state.withLock { $0.warmings += 1 }
+        return {}
+    }
+
+    /// The source root's stat, unless it is gone.
+    public func sourceRootStat(_ path: [UInt8]) -> FileStat? {
+        state.withLock { $0.rootGone } ? nil : try? source.stat(.root)
+    }
+
+    /// True when the source root lists nothing.
+    public func sourceRootIsEmpty(_ path: [UInt8]) -> Bool { (try? source.list(.root).isEmpty) ?? false }
+
+    /// Ticks now and every `interval` of the manual clock.
+    public func repeating(every interval: Duration, _ tick: @escaping @Sendable () -> Void) -> any TimerHandle {
+        let clock = self.clock
+        // Deadlines from the start, so that an advance before the sleep still ticks.
+        return TaskTimer(Task { [self] in
+            var next = clock.now
+            while !Task.isCancelled {
+                tick()
+                self.state.withLock { $0.ticks += 1 }
+                next = next.advanced(by: interval)
+                do { try await clock.sleep(until: next, tolerance: nil) } catch { return }
+            }
+        })
+    }
+
+    /// Makes the source root vanish (a lazy unmount) or come back.
+    public func setRootGone(_ gone: Bool) { state.withLock { $0.rootGone = gone } }
+
+    /// Every watcher made, in order.
+    public var watchers: [FakeWatcher] { state.withLock { $0.watchers } }
+
+    /// Watchers started and not stopped.
+    public var runningWatchers: Int { watchers.filter(\.isRunning).count }
+
+    /// Timer ticks so far.
+    public var ticks: Int { state.withLock { $0.ticks } }
+
+    /// True while the agent holds the lock.
+    public var isLocked: Bool { state.withLock { $0.locked } }
+
+    /// Settings for this host: source, mirror and state at fixed paths, `configure` applied.
+    public static func settings(_ configure: (inout Configuration) -> Void = { _ in }) -> Settings {
+        var configuration = Configuration()
+        configure(&configuration)
+        return Settings(configuration: configuration, invocation: Invocation(command: .run),
+                        source: Array("/src".utf8), mirror: Array("/mirror".utf8), state: Array("/state".utf8),
+                        excludes: try! ExcludeMatcher(patterns: configuration.excludes), configFile: nil)
+    }
+}
+
+/// A repeating task, cancelled as a timer.
+struct TaskTimer: TimerHandle {
+    let task: Task<Void, Never>
+    init(_ task: Task<Void, Never>) { self.task = task }
+    func cancel() { task.cancel() }
+}
