@@ -39,11 +39,11 @@ struct LiveMirrorTests {
             let source = live.source
             for d in 0..<50 { try LiveFS.mkdir(source + Array("/d\(d)".utf8), mode: 0o755) }
             try await live.expectConverges("50 empty directories")
-            let watched = try await eventually(timeout: .seconds(10)) { live.watcher.watchedDirectories == 51 }
+            let watched = await eventually(timeout: .seconds(10)) { live.watcher.watchedDirectories == 51 }
             try #require(watched, "the watcher watches \(live.watcher.watchedDirectories) directories, not 51")
             gate.arm()
             try LiveFS.writeFile(source + Array("/trigger".utf8), [])
-            let held = try await eventually(timeout: .seconds(10)) { gate.isHolding }
+            let held = await eventually(timeout: .seconds(10)) { gate.isHolding }
             try #require(held, "the watcher thread never read the trigger event")
 
             let clock = ContinuousClock()
