@@ -26,6 +26,6 @@ let package = Package(
         .target(name: "KeepSyncTestSupport", dependencies: ["KeepSyncCore"], swiftSettings: optimizedInDebug),
         .testTarget(name: "KeepSyncCoreTests", dependencies: ["KeepSyncCore", "KeepSyncTestSupport"], swiftSettings: optimizedInDebug),
         .testTarget(name: "KeepSyncLinuxTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "KeepSyncTestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "CKeepSyncShims"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "CKeepSyncShims", "KeepSyncTestSupport"]),
     ]
 )

@@ -13,10 +13,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-int ks_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
-    return renameat2(olddirfd, oldpath, newdirfd, newpath, flags);
-}
-
 ssize_t ks_copy_file_range(int fd_in, int fd_out, size_t len) {
     return copy_file_range(fd_in, NULL, fd_out, NULL, len, 0);
 }
@@ -62,21 +58,13 @@ int ks_statx(int dirfd, const char *path, int empty_path, struct ks_stat *out) {
 
 int ks_flock(int fd, int op) { return flock(fd, op); }
 
-int ks_errno_enosys(void) { return ENOSYS; }
-unsigned int ks_rename_noreplace(void) { return RENAME_NOREPLACE; }
-unsigned int ks_rename_exchange(void) { return RENAME_EXCHANGE; }
 uint64_t ks_resolve_beneath(void) { return RESOLVE_BENEATH; }
 uint64_t ks_resolve_no_symlinks(void) { return RESOLVE_NO_SYMLINKS; }
-int ks_o_tmpfile(void) { return O_TMPFILE; }
 int ks_o_directory(void) { return O_DIRECTORY; }
 int ks_o_nofollow(void) { return O_NOFOLLOW; }
-int ks_o_cloexec(void) { return O_CLOEXEC; }
-int ks_o_path(void) { return O_PATH; }
 long ks_utime_omit(void) { return UTIME_OMIT; }
-long ks_utime_now(void) { return UTIME_NOW; }
 int ks_at_symlink_nofollow(void) { return AT_SYMLINK_NOFOLLOW; }
 int ks_at_removedir(void) { return AT_REMOVEDIR; }
 int ks_lock_ex_nb(void) { return LOCK_EX | LOCK_NB; }
-int ks_lock_un(void) { return LOCK_UN; }
 
 int ks_mallopt_arena_max(int n) { return mallopt(M_ARENA_MAX, n); }

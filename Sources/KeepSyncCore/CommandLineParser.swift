@@ -28,17 +28,17 @@ public enum CommandLineParser {
           --state <dir>           Records, lock and status file.
                                   (default: $XDG_STATE_HOME/keepsync/<hash of source and mirror>)
           --exclude <glob>        Skip matching paths, gitignore-style. (repeatable)
-          --settle <ms>           Quiet time before a changed path is copied. (default: 20)
-          --max-delay <ms>        A busy path is still copied this often. (default: 2000)
+          --settle <ms>           Quiet time before a changed path is copied. (default: \(Configuration.defaultSettleMilliseconds))
+          --max-delay <ms>        A busy path is still copied this often. (default: \(Configuration.defaultMaxDelayMilliseconds))
           --no-delete             Never remove anything from the mirror.
           --max-delete <pct>      Hold a scan's deletions above this percentage of the
-                                  mirror's entries; 100 turns the brake off. (default: 50)
+                                  mirror's entries; 100 turns the brake off. (default: \(Configuration.defaultMaxDeletePercent))
           --allow-mass-delete     Lift the mass-delete brake for this invocation.
           --accept-new-source     Accept a source root whose identity changed.
           --content               check, sync: also compare file contents byte by byte.
           --verify-interval <sec> run: a full pass this often, repairing what changed in
-                                  the mirror behind its back; 0 turns it off. (default: 3600)
-          --log-level <level>     error, warning, info or debug. (default: info)
+                                  the mirror behind its back; 0 turns it off. (default: \(Configuration.defaultVerifyIntervalSeconds))
+          --log-level <level>     error, warning, info or debug. (default: \(Configuration.defaultLogLevel))
           -v                      Same as --log-level debug.
           --foreground            Human-readable log lines.
                                   (default: on when stderr is a terminal)
@@ -75,7 +75,7 @@ public enum CommandLineParser {
                 }
                 let flag = String(decoding: name, as: UTF8.self)
                 guard let option = Option(rawValue: flag) else {
-                    throw usageError("unknown option '\(ConfigFileParser.display(name))'")
+                    throw usageError("unknown option '\(ByteEscaping.escapeControls(name))'")
                 }
                 var value: [UInt8] = []
                 if option.takesValue {
@@ -92,7 +92,7 @@ public enum CommandLineParser {
                 try apply(option, value, to: &invocation)
             } else if argument.first == 0x2D, argument.count > 1 {
                 guard argument == [0x2D, 0x76] else {
-                    throw usageError("unknown option '\(ConfigFileParser.display(argument))'")
+                    throw usageError("unknown option '\(ByteEscaping.escapeControls(argument))'")
                 }
                 invocation.logLevel = .debug
             } else {
@@ -193,13 +193,13 @@ public enum CommandLineParser {
         case .logLevel:
             guard let level = LogLevel(bytes: value) else {
                 throw usageError(
-                    "\(flag): \(ConfigFileParser.logLevelExpectation), got '\(ConfigFileParser.display(value))'")
+                    "\(flag): \(ConfigFileParser.logLevelExpectation), got '\(ByteEscaping.escapeControls(value))'")
             }
             inv.logLevel = level
         case .name:
             guard value.allSatisfy(isNameByte), value.count <= 200 else {
                 throw usageError(
-                    "\(flag): expected letters, digits, '-', '_', '.' or ':', got '\(ConfigFileParser.display(value))'")
+                    "\(flag): expected letters, digits, '-', '_', '.' or ':', got '\(ByteEscaping.escapeControls(value))'")
             }
             inv.name = String(decoding: value, as: UTF8.self)
         }
@@ -229,14 +229,14 @@ public enum CommandLineParser {
             case "uninstall": command = .serviceUninstall
             default:
                 throw usageError(
-                    "service: expected 'install' or 'uninstall', got '\(ConfigFileParser.display(positionals[1]))'")
+                    "service: expected 'install' or 'uninstall', got '\(ByteEscaping.escapeControls(positionals[1]))'")
             }
             used = 2
         default:
-            throw usageError("unknown command '\(ConfigFileParser.display(first))'")
+            throw usageError("unknown command '\(ByteEscaping.escapeControls(first))'")
         }
         if positionals.count > used {
-            throw usageError("unexpected argument '\(ConfigFileParser.display(positionals[used]))'")
+            throw usageError("unexpected argument '\(ByteEscaping.escapeControls(positionals[used]))'")
         }
         return command
     }

@@ -35,12 +35,12 @@ public enum ConfigFileParser {
             let trimmed = trim(line)
             if trimmed.isEmpty || trimmed.first == 0x23 { continue }
             guard let equals = trimmed.firstIndex(of: 0x3D) else {
-                throw fail("expected 'key = value', got '\(display(trimmed))'")
+                throw fail("expected 'key = value', got '\(ByteEscaping.escapeControls(trimmed))'")
             }
             let keyBytes = trim(trimmed[..<equals])
             let rawValue = line[(equals + 1)...]
             let value = Array(trim(rawValue))
-            guard !keyBytes.isEmpty else { throw fail("expected 'key = value', got '\(display(trimmed))'") }
+            guard !keyBytes.isEmpty else { throw fail("expected 'key = value', got '\(ByteEscaping.escapeControls(trimmed))'") }
             let key = String(decoding: keyBytes, as: UTF8.self)
             if value.contains(0) { throw fail("\(key): NUL byte in value") }
 
@@ -80,7 +80,7 @@ public enum ConfigFileParser {
                 switch value {
                 case Array("true".utf8): config.deleteEnabled = true
                 case Array("false".utf8): config.deleteEnabled = false
-                default: throw fail("delete: expected 'true' or 'false', got '\(display(value))'")
+                default: throw fail("delete: expected 'true' or 'false', got '\(ByteEscaping.escapeControls(value))'")
                 }
             case Keys.maxDeletePercent:
                 switch percent(value) {
@@ -94,11 +94,11 @@ public enum ConfigFileParser {
                 }
             case Keys.logLevel:
                 guard let level = LogLevel(bytes: value) else {
-                    throw fail("log_level: \(logLevelExpectation), got '\(display(value))'")
+                    throw fail("log_level: \(logLevelExpectation), got '\(ByteEscaping.escapeControls(value))'")
                 }
                 config.logLevel = level
             default:
-                throw fail("unknown key '\(display(keyBytes))'")
+                throw fail("unknown key '\(ByteEscaping.escapeControls(keyBytes))'")
             }
         }
         return config
@@ -133,11 +133,11 @@ public enum ConfigFileParser {
     /// A millisecond count from `minimum` to `maximumMilliseconds`.
     static func milliseconds(_ value: [UInt8], minimum: Int) -> Result<Int, ValueError> {
         guard let n = decimal(value) else {
-            return .failure(ValueError(text: "expected a number of milliseconds, got '\(display(value))'"))
+            return .failure(ValueError(text: "expected a number of milliseconds, got '\(ByteEscaping.escapeControls(value))'"))
         }
         guard n >= minimum, n <= maximumMilliseconds else {
             return .failure(ValueError(
-                text: "expected a number of milliseconds from \(minimum) to \(maximumMilliseconds), got '\(display(value))'"))
+                text: "expected a number of milliseconds from \(minimum) to \(maximumMilliseconds), got '\(ByteEscaping.escapeControls(value))'"))
         }
         return .success(n)
     }
@@ -145,7 +145,7 @@ public enum ConfigFileParser {
     /// A second count from 0 to `maximumSeconds`.
     static func seconds(_ value: [UInt8]) -> Result<Int, ValueError> {
         guard let n = decimal(value), n <= maximumSeconds else {
-            return .failure(ValueError(text: "expected a number of seconds from 0 to \(maximumSeconds), got '\(display(value))'"))
+            return .failure(ValueError(text: "expected a number of seconds from 0 to \(maximumSeconds), got '\(ByteEscaping.escapeControls(value))'"))
         }
         return .success(n)
     }
@@ -153,7 +153,7 @@ public enum ConfigFileParser {
     /// A percentage 0-100.
     static func percent(_ value: [UInt8]) -> Result<Int, ValueError> {
         guard let n = decimal(value), n <= 100 else {
-            return .failure(ValueError(text: "expected a percentage from 0 to 100, got '\(display(value))'"))
+            return .failure(ValueError(text: "expected a percentage from 0 to 100, got '\(ByteEscaping.escapeControls(value))'"))
         }
         return .success(n)
     }
@@ -180,19 +180,6 @@ public enum ConfigFileParser {
         while out.count > 1, out.last == 0x2F { out.removeLast() }
         if out == [0x2F] { out = [] }
         out.append(contentsOf: path[1...])
-        return out
-    }
-
-    /// Bytes for a one-line message: lossy UTF-8, control bytes as `\xHH`.
-    static func display<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-        var out = ""
-        for scalar in String(decoding: bytes, as: UTF8.self).unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7F {
-                out += "\\x" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
         return out
     }
 

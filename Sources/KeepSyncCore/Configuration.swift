@@ -22,18 +22,30 @@ public struct Configuration: Sendable, Equatable {
     /// `run`: seconds between full passes that repair drift in the mirror; 0 is off.
     public var verifyIntervalSeconds: Int
 
+    /// The defaults, written here only: the help text shows these, and a test holds the
+    /// example file (etc/keepsync.conf) to them.
+    public static let defaultSettleMilliseconds = 20
+    /// Default of `maxDelayMilliseconds`.
+    public static let defaultMaxDelayMilliseconds = 2000
+    /// Default of `maxDeletePercent`.
+    public static let defaultMaxDeletePercent = 50
+    /// Default of `logLevel`.
+    public static let defaultLogLevel = LogLevel.info
+    /// Default of `verifyIntervalSeconds`.
+    public static let defaultVerifyIntervalSeconds = 3600
+
     /// A configuration; every argument has the documented default.
     public init(
         source: [UInt8]? = nil,
         mirror: [UInt8]? = nil,
         state: [UInt8]? = nil,
         excludes: [[UInt8]] = [],
-        settleMilliseconds: Int = 20,
-        maxDelayMilliseconds: Int = 2000,
+        settleMilliseconds: Int = Configuration.defaultSettleMilliseconds,
+        maxDelayMilliseconds: Int = Configuration.defaultMaxDelayMilliseconds,
         deleteEnabled: Bool = true,
-        maxDeletePercent: Int = 50,
-        logLevel: LogLevel = .info,
-        verifyIntervalSeconds: Int = 3600
+        maxDeletePercent: Int = Configuration.defaultMaxDeletePercent,
+        logLevel: LogLevel = Configuration.defaultLogLevel,
+        verifyIntervalSeconds: Int = Configuration.defaultVerifyIntervalSeconds
     ) {
         self.source = source
         self.mirror = mirror

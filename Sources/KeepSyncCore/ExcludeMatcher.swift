@@ -22,7 +22,7 @@ public struct ExcludeMatcher: Sendable, Equatable {
             do {
                 compiled.append(try Pattern(pattern))
             } catch let reason as PatternError {
-                let text = ConfigFileParser.display(pattern)
+                let text = ByteEscaping.escapeControls(pattern)
                 throw KeepSyncError(.configuration, "bad exclude pattern '\(text)': \(reason.text)")
             }
         }

@@ -19,8 +19,9 @@ public struct FileRecord: Hashable, Sendable {
     public var linkTarget: [UInt8]?
     /// The mirror's inode holding this version.
     public var mirrorInode: UInt64
-    /// The source object's birth time, where reported: with the inode, it makes a
-    /// rename across restarts certain.
+    /// The source object's identity stamp (`FileStat.identityStamp`: its birth time, or
+    /// its inode generation as a stamp), where reported: with the inode, it makes a rename
+    /// across restarts certain. Named for the birth time, the one it held first.
     public var birthTime: Timespec?
 
     /// A record.
@@ -42,33 +43,19 @@ public struct FileRecord: Hashable, Sendable {
     public init(path: RelativePath, source: FileStat, linkTarget: [UInt8]? = nil, mirrorInode: UInt64) {
         self.init(path: path, kind: source.kind, device: source.device, inode: source.inode, size: source.size,
                   mtime: source.mtime, mode: source.mode, linkTarget: linkTarget, mirrorInode: mirrorInode,
-                  birthTime: source.birthTime)
+                  birthTime: source.identityStamp)
     }
 
     /// True when `stat` is certainly the object this record describes, moved: same
-    /// device, inode, size, mtime and (reported, equal) birth time.
+    /// device, inode, size, mtime and (reported, equal) birth time or generation.
     public func isCertainlySameObject(as stat: FileStat) -> Bool {
-        guard let birthTime, stat.birthTime == birthTime else { return false }
+        guard let birthTime, stat.identityStamp == birthTime else { return false }
         return describes(source: stat)
     }
 
     /// True when `stat` shows the same source object and version this record describes.
     public func describes(source stat: FileStat) -> Bool {
         kind == stat.kind && device == stat.device && inode == stat.inode && size == stat.size && mtime == stat.mtime
-    }
-}
-
-/// Identity of the source root directory, kept with the records.
-public struct RootIdentity: Hashable, Sendable {
-    /// Device number.
-    public var device: UInt64
-    /// Inode number.
-    public var inode: UInt64
-
-    /// An identity.
-    public init(device: UInt64, inode: UInt64) {
-        self.device = device
-        self.inode = inode
     }
 }
 
@@ -79,7 +66,7 @@ public enum RecordChange: Hashable, Sendable {
     /// Forget the record at a path.
     case remove(RelativePath)
     /// Remember the source root's identity.
-    case setRoot(RootIdentity)
+    case setRoot(FileIdentity)
 }
 
 /// What a store holds.
@@ -87,19 +74,19 @@ public struct RecordSet: Sendable, Equatable {
     /// Records by path.
     public var records: RecordTable
     /// The recorded source root, if any.
-    public var root: RootIdentity?
+    public var root: FileIdentity?
     /// True when the store was damaged and some or all records were discarded.
     public var wasDamaged: Bool
 
     /// A record set.
-    public init(records: RecordTable = RecordTable(), root: RootIdentity? = nil, wasDamaged: Bool = false) {
+    public init(records: RecordTable = RecordTable(), root: FileIdentity? = nil, wasDamaged: Bool = false) {
         self.records = records
         self.root = root
         self.wasDamaged = wasDamaged
     }
 
     /// A record set from a dictionary of records by path.
-    public init(records: [RelativePath: FileRecord], root: RootIdentity? = nil, wasDamaged: Bool = false) {
+    public init(records: [RelativePath: FileRecord], root: FileIdentity? = nil, wasDamaged: Bool = false) {
         self.init(records: RecordTable(records), root: root, wasDamaged: wasDamaged)
     }
 

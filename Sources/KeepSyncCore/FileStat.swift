@@ -27,6 +27,13 @@ public struct Timespec: Hashable, Sendable, Comparable {
     public static func < (a: Timespec, b: Timespec) -> Bool {
         (a.seconds, a.nanoseconds) < (b.seconds, b.nanoseconds)
     }
+
+    /// An inode generation carried where a birth time goes (records keep one field):
+    /// the generation as seconds, and nanoseconds no clock gives (2^30 - 1), so that it
+    /// never equals a real birth time.
+    public static func generationStamp(_ generation: UInt32) -> Timespec {
+        Timespec(seconds: Int64(generation), nanoseconds: (1 << 30) - 1)
+    }
 }
 
 /// The metadata keepsync compares: the result of `lstat`.
@@ -47,6 +54,8 @@ public struct FileStat: Hashable, Sendable {
     public var inode: UInt64
     /// Birth time, where the file system reports one.
     public var birthTime: Timespec?
+    /// The inode generation (`FS_IOC_GETVERSION`), taken where there is no birth time.
+    public var generation: UInt32?
     /// Hard-link count (1 when unknown).
     public var links: UInt32 = 1
 
@@ -62,6 +71,13 @@ public struct FileStat: Hashable, Sendable {
         self.ctime = ctime
         self.device = device
         self.inode = inode
+    }
+
+    /// What, with device and inode, makes the object's identity certain: the birth time,
+    /// else the generation as a stamp; nil when the file system reports neither.
+    public var identityStamp: Timespec? {
+        if let birthTime { return birthTime }
+        return generation.map(Timespec.generationStamp)
     }
 
     /// True when content-relevant metadata (size, mtime, ctime) is the same: the file did not change.

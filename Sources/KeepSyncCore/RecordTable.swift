@@ -354,6 +354,10 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
 
     // MARK: The index
 
+    // Unsafe on purpose, for speed: names are hashed and compared in place in the arena,
+    // 8 bytes at a time, as RelativePath does (see its measurement): a safe form would copy
+    // each name out of the arena or compare byte by byte, on every lookup.
+
     private func hash(directory: UInt32, name: UnsafeRawBufferPointer) -> Int {
         var h = Hasher()
         h.combine(directory)

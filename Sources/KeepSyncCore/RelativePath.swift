@@ -16,6 +16,12 @@ public struct RelativePath: Hashable, Comparable, Sendable {
     /// True for the root.
     public var isRoot: Bool { bytes.isEmpty }
 
+    // The only Unsafe in Core besides RecordTable's, kept for speed on the hot path (every
+    // record lookup, every scan's sort). Measured (-O, 300,000 paths of ~70 bytes, 3 runs):
+    // hashing via combine(bytes:) 0.36-0.44 s against 0.62-0.69 s for Array's Hashable;
+    // sorting with the 8-byte commonPrefix 0.55-0.81 s against 1.0-1.07 s for a safe byte
+    // loop (over [UInt8] or Span alike).
+
     /// Hashes the bytes in one call (not byte by byte).
     public func hash(into hasher: inout Hasher) {
         bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
@@ -103,25 +109,5 @@ public struct RelativePath: Hashable, Comparable, Sendable {
                 return a[i] < b[i]
             }
         }
-    }
-}
-
-/// Escapes bytes for display: printable ASCII stays, everything else and `\` become `\xHH`.
-public enum ByteEscaping {
-    /// The escaped form of `bytes`.
-    public static func escape<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-        let hex: [Character] = Array("0123456789abcdef")
-        var out = ""
-        out.reserveCapacity(bytes.count)
-        for b in bytes {
-            if b >= 0x20 && b < 0x7F && b != 0x5C {
-                out.append(Character(Unicode.Scalar(b)))
-            } else {
-                out.append("\\x")
-                out.append(hex[Int(b >> 4)])
-                out.append(hex[Int(b & 0xF)])
-            }
-        }
-        return out
     }
 }

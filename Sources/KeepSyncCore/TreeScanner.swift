@@ -57,13 +57,7 @@ public struct SyncScan: Sendable {
     /// Records below the scope for paths the scan found on neither side.
     public var staleRecords: [RelativePath] = []
     /// Regular source files with more than one name.
-    var hardLinked: Set<InodeKey> = []
-}
-
-/// A source file's identity.
-struct InodeKey: Hashable, Sendable {
-    var device: UInt64
-    var inode: UInt64
+    var hardLinked: Set<FileIdentity> = []
 }
 
 /// A path moved to another.
@@ -141,7 +135,7 @@ public struct TreeScanner {
     private func scanPath(_ path: RelativePath, source s: FileStat?, mirror m: FileStat?, into scan: inout SyncScan,
                           collect: Bool, prefetcher: ScanPrefetcher?) throws {
         heartbeat?.beat()
-        if let s, s.kind == .regular, s.links > 1 { scan.hardLinked.insert(InodeKey(device: s.device, inode: s.inode)) }
+        if let s, s.kind == .regular, s.links > 1 { scan.hardLinked.insert(FileIdentity(device: s.device, inode: s.inode)) }
         let slot = records.records.slotIndex(of: path)
         let record = slot.flatMap { records.records.value(atSlot: $0, path: path) }
         if let slot { scan.visitedRecords.insert(slot) }
@@ -241,7 +235,7 @@ public struct TreeScanner {
             if state.source == nil, let r = state.record, r.kind == .regular, r.birthTime != nil,
                let m = state.mirror, m.kind == .regular, m.inode == r.mirrorInode, actions.contains(.remove(state.path)) {
                 vanished[r.inode, default: []].append((i, r))
-            } else if let s = state.source, s.kind == .regular, s.birthTime != nil, state.record == nil, state.mirror == nil,
+            } else if let s = state.source, s.kind == .regular, s.identityStamp != nil, state.record == nil, state.mirror == nil,
                       actions == [.copyFile(state.path)] {
                 fresh.append((i, s, state.path))
             }
@@ -270,7 +264,7 @@ public struct TreeScanner {
         var fresh: [(path: RelativePath, stat: FileStat)] = []
         for step in scan.steps {
             guard case .path(let state, let actions, _) = step, let s = state.source, s.kind == .directory,
-                  s.birthTime != nil, state.record == nil, state.mirror == nil,
+                  s.identityStamp != nil, state.record == nil, state.mirror == nil,
                   actions.last == .makeDirectory(state.path, mode: s.mode) else { continue }
             fresh.append((state.path, s))
         }
@@ -283,10 +277,10 @@ public struct TreeScanner {
             for slot in byInode[candidate.stat.inode] ?? [] where !claimed.contains(slot) {
                 guard let (old, record) = records.records.entry(atSlot: slot), !old.isRoot, old != candidate.path,
                       !candidate.path.isWithin(old), record.device == candidate.stat.device,
-                      let birth = record.birthTime, birth == candidate.stat.birthTime,
+                      let birth = record.birthTime, birth == candidate.stat.identityStamp,
                       !options.excludes.excludes(old, isDirectory: true) else { continue }
                 if let now = try source.stat(old), now.kind == .directory, now.inode == record.inode,
-                   now.device == record.device, now.birthTime == birth { continue }
+                   now.device == record.device, now.identityStamp == birth { continue }
                 guard let m = try mirror.stat(old), m.kind == .directory, m.inode == record.mirrorInode else { continue }
                 claimed.insert(slot)
                 scan.directoryRenames.append(Move(from: old, to: candidate.path))

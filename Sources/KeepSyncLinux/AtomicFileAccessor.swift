@@ -194,14 +194,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
             }
         }
         if useRange { return }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
-        defer { buffer.deallocate() }
-        while true {
-            let n: Int
-            do throws(Errno) { n = try src.read(into: buffer) } catch { throw error.error("read", path: path) }
-            if n == 0 { return }
-            do throws(Errno) { try dest.writeAll(UnsafeRawBufferPointer(rebasing: buffer[..<n])) } catch { throw error.error("write", path: path) }
-        }
+        do throws(FailedCall) { try src.copyToEnd(to: dest) } catch { throw error.errno.error(error.call, path: path) }
     }
 
     /// Creates a directory with mode 0700 (its real mode is set after its entries).

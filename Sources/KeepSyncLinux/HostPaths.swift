@@ -5,11 +5,7 @@ import KeepSyncCore
 /// creating directories, reading and atomically writing small files.
 public enum HostPaths {
     /// The current directory.
-    public static func currentDirectory() -> [UInt8] {
-        guard let p = getcwd(nil, 0) else { return [0x2F] }
-        defer { free(p) }
-        return Array(UnsafeRawBufferPointer(start: p, count: strlen(p)))
-    }
+    public static func currentDirectory() -> [UInt8] { Sys.currentDirectory() ?? [0x2F] }
 
     /// Makes `path` absolute and drops `.`, `..` and repeated slashes lexically.
     public static func absolute(_ path: [UInt8]) -> [UInt8] {

@@ -1,11 +1,10 @@
-import Glibc
 import KeepSyncCore
 
 /// Where log lines go: journald style (`<N>` prefix, no time) or a terminal (local
 /// time, level, colour only on a TTY).
 public enum LogSink {
     /// True when stderr is a terminal.
-    public static var stderrIsTerminal: Bool { isatty(2) == 1 }
+    public static var stderrIsTerminal: Bool { Sys.isTerminal(.standardError) }
 
     /// A logger for `level`, in the foreground style when `foreground` is true.
     public static func logger(level: LogLevel, foreground: Bool, progress: TerminalProgress? = nil) -> Logger {
@@ -35,10 +34,8 @@ public enum LogSink {
             }
             return "<\(priority)>keepsync: \(label)\(message)\n"
         }
-        var now = time(nil)
-        var tm = Glibc.tm()
-        localtime_r(&now, &tm)
-        let clock = [tm.tm_hour, tm.tm_min, tm.tm_sec].map { $0 < 10 ? "0\($0)" : "\($0)" }.joined(separator: ":")
+        let t = Sys.calendarTime(utc: false)
+        let clock = [t.hour, t.minute, t.second].map { $0 < 10 ? "0\($0)" : "\($0)" }.joined(separator: ":")
         let tag: String
         switch level {
         case .error: tag = colour ? "\u{1B}[31merror\u{1B}[0m" : "error"
@@ -49,31 +46,20 @@ public enum LogSink {
         return "\(clock) \(tag) \(message)\n"
     }
 
-    /// Writes text to stderr in one call.
+    /// Writes text to stderr (one write unless the kernel takes less).
     public static func write(_ text: String) {
-        var bytes = Array(text.utf8)
-        bytes.withUnsafeMutableBytes { buf in _ = Glibc.write(2, buf.baseAddress, buf.count) }
+        try? FileDescriptor.standardError.writeAll(Array(text.utf8))
     }
 
-    /// Writes text to stdout in one call.
+    /// Writes all of the text to stdout.
     public static func writeOut(_ text: String) {
-        var bytes = Array(text.utf8)
-        var offset = 0
-        bytes.withUnsafeMutableBytes { buf in
-            while offset < buf.count {
-                let n = Glibc.write(1, buf.baseAddress! + offset, buf.count - offset)
-                if n <= 0 { break }
-                offset += n
-            }
-        }
+        try? FileDescriptor.standardOutput.writeAll(Array(text.utf8))
     }
 
     /// The current time as ISO 8601 UTC (`2026-12-02T10:49:07Z`).
     public static func utcTimestamp() -> String {
-        var now = time(nil)
-        var tm = Glibc.tm()
-        gmtime_r(&now, &tm)
-        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return "\(tm.tm_year + 1900)-\(two(tm.tm_mon + 1))-\(two(tm.tm_mday))T\(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec))Z"
+        let t = Sys.calendarTime(utc: true)
+        func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "\(t.year)-\(two(t.month))-\(two(t.day))T\(two(t.hour)):\(two(t.minute)):\(two(t.second))Z"
     }
 }

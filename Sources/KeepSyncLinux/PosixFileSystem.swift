@@ -1,6 +1,7 @@
 import CKeepSyncShims
 import Glibc
 import KeepSyncCore
+import Synchronization
 
 /// Read access to a real directory tree, every lookup relative to the root's descriptor
 /// and never following a symlink (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or an
@@ -10,6 +11,8 @@ public final class PosixFileSystem: FileSystemProviding {
     let root: FileDescriptor
     /// Whether openat2 is available.
     let hasOpenat2: Bool
+    /// False once the file system answered that it keeps no inode generation.
+    private let generationsAvailable = Atomic<Bool>(true)
 
     /// Opens the directory at an absolute or relative path.
     public init(rootPath: [UInt8]) throws {
@@ -65,10 +68,12 @@ public final class PosixFileSystem: FileSystemProviding {
     /// `lstat` of a path; nil when it or a parent does not exist.
     public func stat(_ path: RelativePath) throws -> FileStat? {
         if path.isRoot {
-            do throws(Errno) { return try root.stat() } catch { throw error.error("fstat", path: path) }
+            do throws(Errno) { return withGeneration(try root.stat(), root) } catch { throw error.error("fstat", path: path) }
         }
         if path.parent!.isRoot {
-            do throws(Errno) { return try Sys.lstat(root, path.name) } catch { throw error.error("fstatat", path: path) }
+            do throws(Errno) { return withGeneration(try Sys.lstat(root, path.name), root, path.name) } catch {
+                throw error.error("fstatat", path: path)
+            }
         }
         let parent: FileDescriptor
         do throws(Errno) { parent = try openDirectory(path.parent!) } catch {
@@ -76,7 +81,9 @@ public final class PosixFileSystem: FileSystemProviding {
             throw error.error("open parent directory", path: path)
         }
         defer { parent.close() }
-        do throws(Errno) { return try Sys.lstat(parent, path.name) } catch { throw error.error("fstatat", path: path) }
+        do throws(Errno) { return withGeneration(try Sys.lstat(parent, path.name), parent, path.name) } catch {
+            throw error.error("fstatat", path: path)
+        }
     }
 
     /// The entries of a directory with their `lstat`; names that vanish meanwhile are left out.
@@ -90,7 +97,7 @@ public final class PosixFileSystem: FileSystemProviding {
         entries.reserveCapacity(names.count)
         for name in names {
             do throws(Errno) {
-                if let st = try Sys.lstat(fd, name) { entries.append(DirectoryEntry(name: name, stat: st)) }
+                if let st = withGeneration(try Sys.lstat(fd, name), fd, name) { entries.append(DirectoryEntry(name: name, stat: st)) }
             } catch {
                 throw error.error("fstatat", path: directory.appending(name))
             }
@@ -109,7 +116,7 @@ public final class PosixFileSystem: FileSystemProviding {
     /// link is followed, which can only make it differ).
     public func currentVersion(_ path: RelativePath) throws -> FileStat? {
         if path.isRoot { return try stat(path) }
-        do throws(Errno) { return try Sys.lstatPath(root, path.bytes) } catch {
+        do throws(Errno) { return withGeneration(try Sys.lstatPath(root, path.bytes), root, path.bytes) } catch {
             if error == .tooManySymbolicLinks { return nil }
             throw error.error("statx", path: path)
         }
@@ -125,21 +132,21 @@ public final class PosixFileSystem: FileSystemProviding {
             } catch {
                 throw error.error("open", path: path)
             }
-            return try PosixFileSystem.sourceFile(fd, path)
+            return try sourceFile(fd, path)
         }
         return try withParent(path) { parent, name in
             let fd: FileDescriptor
             do throws(Errno) { fd = try Sys.open(parent, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) } catch {
                 throw error.error("open", path: path)
             }
-            return try PosixFileSystem.sourceFile(fd, path)
+            return try self.sourceFile(fd, path)
         }
     }
 
     /// Wraps an opened descriptor after checking it is a regular file.
-    static func sourceFile(_ fd: FileDescriptor, _ path: RelativePath) throws -> PosixSourceFile {
+    func sourceFile(_ fd: FileDescriptor, _ path: RelativePath) throws -> PosixSourceFile {
         let st: FileStat
-        do throws(Errno) { st = try fd.stat() } catch {
+        do throws(Errno) { st = withGeneration(try fd.stat(), fd)! } catch {
             fd.close()
             throw error.error("fstat", path: path)
         }
@@ -148,6 +155,26 @@ public final class PosixFileSystem: FileSystemProviding {
             throw KeepSyncError(.conflict, "open: not a regular file", path: path)
         }
         return PosixSourceFile(fd: fd, stat: st, path: path)
+    }
+
+    /// `st` with its inode generation where it has no birth time (the SPEC pairs a path
+    /// with a vanished record by either): read from `fd`, or from `name` below it opened
+    /// for the call. Regular files and directories only; left nil where unsupported.
+    func withGeneration(_ st: FileStat?, _ fd: FileDescriptor, _ name: [UInt8]? = nil) -> FileStat? {
+        guard var st, st.birthTime == nil, st.kind == .regular || st.kind == .directory,
+              generationsAvailable.load(ordering: .relaxed) else { return st }
+        do throws(Errno) {
+            if let name {
+                let opened = try Sys.open(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+                defer { opened.close() }
+                st.generation = try opened.generation()
+            } else {
+                st.generation = try fd.generation()
+            }
+        } catch {
+            if error == .notATypewriter || error == .notSupported { generationsAvailable.store(false, ordering: .relaxed) }
+        }
+        return st
     }
 }
 
@@ -173,7 +200,7 @@ public final class PosixSourceFile: SourceFile {
         do throws(Errno) { return try fd.read(upTo: count) } catch { throw error.error("read", path: path) }
     }
 
-    /// A fresh `fstat`.
+    /// A fresh `fstat` (no generation: it serves to see whether the file changed).
     public func currentStat() throws -> FileStat {
         guard let fd else { throw KeepSyncError(.io, "fstat: file is closed", path: path) }
         do throws(Errno) { return try fd.stat() } catch { throw error.error("fstat", path: path) }

@@ -1,5 +1,4 @@
 import Glibc
-import Glibc
 import KeepSyncCore
 
 /// The single-instance lock: `flock` on `lock` in the state directory, holding our PID.
@@ -21,19 +20,19 @@ public final class StateLock {
             // The holder writes its PID right after locking: give it a moment.
             var pid = ""
             for _ in 0..<50 {
-                _ = lseek(fd.rawValue, 0, SEEK_SET)
+                try? fd.seek(to: 0)
                 let text = (try? fd.readAll()).map { String(decoding: $0, as: UTF8.self) } ?? ""
                 pid = String(text.filter { !$0.isWhitespace })
-                if let n = Int32(pid), kill(n, 0) == 0 || errno == EPERM { break }
+                if let n = Int32(pid), Sys.processExists(n) { break }
                 pid = ""
-                usleep(10_000)
+                Sys.sleep(microseconds: 10_000)
             }
             fd.close()
             throw KeepSyncError(.unsafe, "another keepsync (pid \(pid.isEmpty ? "unknown" : pid)) holds the state directory \(HostPaths.display(stateDirectory))")
         }
         // Overwrite in place, then cut: the file is never seen empty by a loser.
-        let text = Array("\(getpid())\n".utf8)
-        _ = text.withUnsafeBytes { pwrite(fd.rawValue, $0.baseAddress, $0.count, 0) }
+        let text = Array("\(Sys.processID())\n".utf8)
+        try? fd.write(text, at: 0)
         try? fd.truncate(UInt64(text.count))
     }
 

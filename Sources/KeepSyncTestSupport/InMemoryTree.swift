@@ -77,13 +77,16 @@ public final class InMemoryTree: FileAccessorProviding {
     public let device: UInt64
     /// Whether `stat` reports a birth time (derived from the inode, which is never reused).
     public let reportsBirthTime: Bool
+    /// Whether `stat` reports an inode generation (derived from the inode too).
+    public let reportsGeneration: Bool
     /// Called before each operation; a returned error is thrown instead of doing it.
     public let failure = Mutex<(@Sendable (Operation, RelativePath) -> KeepSyncError?)?>(nil)
 
     /// An empty tree whose root directory exists.
-    public init(device: UInt64 = 1, reportsBirthTime: Bool = true) {
+    public init(device: UInt64 = 1, reportsBirthTime: Bool = true, reportsGeneration: Bool = false) {
         self.device = device
         self.reportsBirthTime = reportsBirthTime
+        self.reportsGeneration = reportsGeneration
         state.withLock { s in
             s.nodes[.root] = Node(kind: .directory, mode: 0o755, mtime: Timespec(seconds: 1, nanoseconds: 0),
                                   ctime: Timespec(seconds: 1, nanoseconds: 0), inode: 2, content: [], target: [])
@@ -226,6 +229,7 @@ public final class InMemoryTree: FileAccessorProviding {
                           mtime: n.mtime, ctime: n.ctime, device: device, inode: n.inode)
         st.links = n.links
         if reportsBirthTime { st.birthTime = Timespec(seconds: 900_000 + Int64(n.inode), nanoseconds: 1) }
+        if reportsGeneration { st.generation = UInt32(truncatingIfNeeded: 70_000 &+ n.inode) }
         return st
     }
 

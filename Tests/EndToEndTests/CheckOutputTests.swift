@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import KeepSyncTestSupport
 
 /// What `keepsync check` prints and returns.
 @Suite(.serialized)
@@ -33,7 +34,7 @@ struct CheckOutputTests {
     @Test func aDirectoryMissingInTheMirrorListsEveryEntry() throws {
         let sandbox = try Sandbox()
         try sandbox.syncSmallSource()
-        try FS.removeTree(sandbox.mirror / "dir")
+        try ScratchDirectory.removeTree(sandbox.mirror / "dir")
         try FS.copyMtime(from: sandbox.source, to: sandbox.mirror)
 
         let check = try sandbox.check()

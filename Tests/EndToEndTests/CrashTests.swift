@@ -3,6 +3,7 @@ import Glibc
 import KeepSyncCore
 import KeepSyncLinux
 import Testing
+import KeepSyncTestSupport
 
 /// kill -9 at random instants (issue 5, item 2), on the built binary.
 ///
@@ -25,7 +26,7 @@ struct CrashTests {
     @Test func sigkillDuringAnInitialSyncOfTwoThousandFilesNeverLeavesATornFileAndARestartConverges() async throws {
         let sandbox = try Sandbox()
         let seed = Self.seed ^ 0xA
-        var rng = Rng(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let built = try Self.buildInitialSyncSource(sandbox, rng: &rng)
         let clock = ContinuousClock()
 
@@ -81,7 +82,7 @@ struct CrashTests {
             let diff = Self.treeDifferences(sandbox.source, sandbox.mirror)
             #expect(diff.isEmpty, "\(where_): I1 after the restart:\n\(diff.prefix(20).joined(separator: "\n"))")
             let strays = try sandbox.strayTemporaryFiles()
-            #expect(strays.isEmpty, "\(where_): temp files survived convergence: \(strays.prefix(10).map(FS.display))")
+            #expect(strays.isEmpty, "\(where_): temp files survived convergence: \(strays.prefix(10).map { ByteEscaping.escape($0) })")
             let statusProblem = try Self.statusProblem(sandbox, pid: nil)
             #expect(statusProblem == nil, "\(where_): I6: \(statusProblem ?? "")")
             // The restart's records describe exactly what it left: nothing to redo next time.
@@ -104,7 +105,7 @@ struct CrashTests {
     @Test func sigkillWhileLargeFilesAreRewrittenNeverLeavesAMixedVersionAndARestartConverges() async throws {
         let sandbox = try Sandbox()
         let seed = Self.seed ^ 0xB
-        var rng = Rng(seed: seed)
+        var rng = SplitMix64(seed: seed)
         var versions = VersionedFiles(blob: FS.pattern(count: 5 << 20, seed: seed | 1), count: 6)
         try FS.mkdir(sandbox.source / "big")
         try FS.mkdir(sandbox.source / "small")
@@ -150,7 +151,7 @@ struct CrashTests {
             let diff = try await Self.converge(sandbox, agent)
             #expect(diff.isEmpty, "\(where_): I1 after the restart:\n\(diff.prefix(20).joined(separator: "\n"))\n\(agent.stderrText)")
             let strays = try sandbox.strayTemporaryFiles()
-            #expect(strays.isEmpty, "\(where_): temp files survived convergence: \(strays.map(FS.display))")
+            #expect(strays.isEmpty, "\(where_): temp files survived convergence: \(strays.map { ByteEscaping.escape($0) })")
             let statusProblem = try Self.statusProblem(sandbox, pid: agent.pid)
             #expect(statusProblem == nil, "\(where_): I6: \(statusProblem ?? "")")
             if !seen.problems.isEmpty || !diff.isEmpty || !strays.isEmpty || statusProblem != nil { failedRounds += 1 }
@@ -177,7 +178,7 @@ struct SafetyUnderStressTests {
                                           stderrPath: sandbox.root / "twin-\(trial)-a.stderr")
         let b = try RunCommandTests.Agent(binary: sandbox.binary, arguments: arguments, environment: sandbox.environment,
                                           stderrPath: sandbox.root / "twin-\(trial)-b.stderr")
-        let oneEnded = try await RunCommandTests.eventually(timeout: .seconds(20), every: .milliseconds(5)) {
+        let oneEnded = await eventually(timeout: .seconds(20), every: .milliseconds(5)) {
             a.poll() != nil || b.poll() != nil
         }
         try #require(oneEnded, "trial \(trial): neither of two simultaneous agents ended\n\(a.stderrText)\n\(b.stderrText)")
@@ -197,7 +198,7 @@ struct SafetyUnderStressTests {
             // Lock-pid race (fixed in 444b260): the loser names the winner's PID.
             #expect(errors.contains { $0.contains("pid \(winner.pid))") }, "trial \(trial): does not name PID \(winner.pid): \(errors)")
             guard winner.poll() == nil else { continue }
-            let watching = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+            let watching = await eventually(timeout: .seconds(30)) {
                 let s = RunCommandTests.status(sandbox)
                 return (s?["pid"] as? NSNumber)?.intValue == Int(winner.pid) && s?["state"] as? String == "watching"
             }
@@ -220,7 +221,7 @@ struct SafetyUnderStressTests {
                 try RunCommandTests.Agent(binary: sandbox.binary, arguments: arguments, environment: sandbox.environment,
                                           stderrPath: sandbox.root / "race-\(trial)-\(i).stderr")
             }
-            let settled = try await RunCommandTests.eventually(timeout: .seconds(20), every: .milliseconds(5)) {
+            let settled = await eventually(timeout: .seconds(20), every: .milliseconds(5)) {
                 agents.filter { $0.poll() != nil }.count >= 2
             }
             let running = agents.filter { $0.poll() == nil }
@@ -259,7 +260,7 @@ struct SafetyUnderStressTests {
         let before = try sandbox.mirrorSnapshot()
 
         // 9 of 10 directories: 99 of 110 mirror entries.
-        for d in 1..<10 { try FS.removeTree(sandbox.source / "d\(d)") }
+        for d in 1..<10 { try ScratchDirectory.removeTree(sandbox.source / "d\(d)") }
         let expectedHeld = 99
 
         // `run` restarts, keeps running, holds the deletions, reports them and keeps copying.
@@ -267,7 +268,7 @@ struct SafetyUnderStressTests {
         let status = RunCommandTests.status(sandbox)
         #expect((status?["heldDeletes"] as? NSNumber)?.intValue == expectedHeld, "status.json: \(RunCommandTests.statusText(sandbox))")
         try FS.writeFile(sandbox.source / "d0/new", "new while deletions are held\n")
-        let copied = try await RunCommandTests.eventually(timeout: .seconds(20)) { FS.exists(sandbox.mirror / "d0/new") }
+        let copied = await eventually(timeout: .seconds(20)) { FS.exists(sandbox.mirror / "d0/new") }
         #expect(copied, "the agent stopped copying while it held deletions\n\(restarted.stderrText)")
         #expect(restarted.poll() == nil, "the agent ended\n\(restarted.stderrText)")
         try await RunCommandTests.stop(restarted, sandbox)
@@ -302,24 +303,6 @@ extension CrashTests {
         return 20_260_501
     }()
 
-    /// SplitMix64: a seeded generator, the same sequence for the same seed.
-    struct Rng: RandomNumberGenerator {
-        var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            return Self.mix(state)
-        }
-        /// A uniform Double in [0, 1).
-        mutating func unit() -> Double { Double(next() >> 11) / Double(UInt64(1) << 53) }
-        static func mix(_ x: UInt64) -> UInt64 {
-            var z = x
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func nanoseconds(_ d: Duration) -> Int64 {
         d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000
     }
@@ -348,7 +331,7 @@ extension CrashTests {
     /// 2,000 files (~80 MiB) in 200 directories: 1,780 of 1 – 16 KiB, 200 of 16 – 128 KiB,
     /// 20 of 1 – 8 MiB (one of each bound, the rest up to 4 MiB); distinct contents, modes
     /// and nanosecond mtimes. Small enough that 30 rounds of kill + restart fit in CI time.
-    static func buildInitialSyncSource(_ sandbox: Sandbox, rng: inout Rng) throws -> (files: Int, bytes: Int) {
+    static func buildInitialSyncSource(_ sandbox: Sandbox, rng: inout SplitMix64) throws -> (files: Int, bytes: Int) {
         let blob = FS.pattern(count: (8 << 20) + 4096, seed: 0x5EED)
         var total = 0
         var directories: [[UInt8]] = []
@@ -419,13 +402,13 @@ extension CrashTests {
             if TemporaryName.matches(name) { temps += 1; return }
             files += 1
             guard let source = FS.lstat(sandbox.source / path), source.kind == .regular else {
-                torn.append("\(FS.display(path)): not a source file")
+                torn.append("\(ByteEscaping.escape(path)): not a source file")
                 return
             }
             if source.size != info.size {
-                torn.append("\(FS.display(path)): \(info.size) of \(source.size) bytes")
+                torn.append("\(ByteEscaping.escape(path)): \(info.size) of \(source.size) bytes")
             } else if !(try RunCommandTests.sameContent(sandbox.source / path, sandbox.mirror / path)) {
-                torn.append("\(FS.display(path)): content differs")
+                torn.append("\(ByteEscaping.escape(path)): content differs")
             }
         }
         return (torn, files, temps)
@@ -438,7 +421,7 @@ extension CrashTests {
         let records = try JournalBookmarkStore(directory: sandbox.state, readOnly: true).load()
         var problems: [String] = []
         for (path, record) in records.records where record.kind == .regular {
-            let name = FS.display(path.bytes)
+            let name = ByteEscaping.escape(path.bytes)
             guard let info = FS.lstat(sandbox.mirror / path.bytes), info.kind == .regular else {
                 problems.append("\(name): recorded, missing in the mirror")
                 continue
@@ -455,7 +438,7 @@ extension CrashTests {
     static func treeDifferences(_ expected: [UInt8], _ actual: [UInt8], limit: Int = 50) -> [String] {
         var lines: [String] = []
         func note(_ path: [UInt8], _ what: String) {
-            if lines.count < limit { lines.append("\(path.isEmpty ? "." : FS.display(path)): \(what)") }
+            if lines.count < limit { lines.append("\(path.isEmpty ? "." : ByteEscaping.escape(path)): \(what)") }
         }
         func compare(_ path: [UInt8]) {
             let e = path.isEmpty ? expected : expected / path
@@ -511,7 +494,7 @@ extension CrashTests {
         let agent = try RunCommandTests.Agent(binary: sandbox.binary,
                                               arguments: ((["run"] as [any CommandArgument]) + sandbox.paths).map(\.argumentBytes),
                                               environment: sandbox.environment, stderrPath: sandbox.root / "agent.stderr")
-        let watching = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+        let watching = await eventually(timeout: .seconds(30)) {
             let s = RunCommandTests.status(sandbox)
             return ((s?["pid"] as? NSNumber)?.intValue == Int(agent.pid) && s?["state"] as? String == "watching")
                 || agent.poll() != nil
@@ -526,7 +509,7 @@ extension CrashTests {
     /// agent; returns the differences left (empty when converged).
     static func converge(_ sandbox: Sandbox, _ agent: RunCommandTests.Agent) async throws -> [String] {
         var diff: [String] = []
-        let converged = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+        let converged = await eventually(timeout: .seconds(30)) {
             diff = treeDifferences(sandbox.source, sandbox.mirror)
             let s = RunCommandTests.status(sandbox)
             return diff.isEmpty && (s?["pid"] as? NSNumber)?.intValue == Int(agent.pid)
@@ -559,9 +542,9 @@ extension CrashTests {
 
         /// Size (1 – 4 MiB) and blob offset of a version.
         func layout(_ p: Int, _ v: UInt32) -> (size: Int, offset: Int) {
-            let h = Rng.mix((UInt64(p) << 32 | UInt64(v)) ^ 0x1234_5678_9ABC)
+            let h = SplitMix64.mix((UInt64(p) << 32 | UInt64(v)) ^ 0x1234_5678_9ABC)
             let size = (1 << 20) + Int(h % UInt64((3 << 20) + 1))
-            let offset = Int(Rng.mix(h) % UInt64(blob.count - size + 1))
+            let offset = Int(SplitMix64.mix(h) % UInt64(blob.count - size + 1))
             return (size, offset)
         }
 
@@ -619,12 +602,12 @@ extension CrashTests {
             if TemporaryName.matches(name) { temps += 1; return }
             if let p = bigPaths[path] {
                 if let problem = versions.problem(p, try FS.readFile(sandbox.mirror / path)) {
-                    problems.append("\(FS.display(path)): \(problem)")
+                    problems.append("\(ByteEscaping.escape(path)): \(problem)")
                 }
             } else if !FS.exists(sandbox.source / path) {
-                problems.append("\(FS.display(path)): not a source file")
+                problems.append("\(ByteEscaping.escape(path)): not a source file")
             } else if !(try RunCommandTests.sameContent(sandbox.source / path, sandbox.mirror / path)) {
-                problems.append("\(FS.display(path)): differs from its only version")
+                problems.append("\(ByteEscaping.escape(path)): differs from its only version")
             }
         }
         return (problems, temps)

@@ -1,5 +1,7 @@
 import Glibc
 import Testing
+import KeepSyncTestSupport
+import KeepSyncCore
 
 /// `--exclude` and the propagation of deletions.
 @Suite(.serialized)
@@ -31,7 +33,7 @@ struct ExcludeAndDeleteTests {
         #expect(result.status == 0, "\(result)")
         try sandbox.expectMirrorEqualsSource(ignoring: Self.excludedPaths)
         for path in Self.excludedPaths {
-            #expect(!FS.exists(sandbox.mirror / path), "\(FS.display(path)) is excluded but was copied")
+            #expect(!FS.exists(sandbox.mirror / path), "\(ByteEscaping.escape(path)) is excluded but was copied")
         }
         #expect(FS.lstat(sandbox.mirror / "other/build")?.kind == .regular)
         let check = try sandbox.check(Self.excludes)
@@ -70,7 +72,7 @@ struct ExcludeAndDeleteTests {
         let sandbox = try Sandbox()
         try sandbox.syncSmallSource()
         try FS.writeFile(sandbox.source / "stays.txt", "stays\n")
-        try FS.removeTree(sandbox.source / "dir/sub")
+        try ScratchDirectory.removeTree(sandbox.source / "dir/sub")
         try FS.unlink(sandbox.source / "top.txt")
 
         let result = try sandbox.sync()
@@ -84,7 +86,7 @@ struct ExcludeAndDeleteTests {
         let sandbox = try Sandbox()
         try sandbox.syncSmallSource()
         try FS.writeFile(sandbox.source / "new.txt", "new\n")
-        try FS.removeTree(sandbox.source / "dir/sub")
+        try ScratchDirectory.removeTree(sandbox.source / "dir/sub")
         try FS.unlink(sandbox.source / "top.txt")
 
         let result = try sandbox.sync("--no-delete")

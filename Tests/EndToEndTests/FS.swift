@@ -1,4 +1,5 @@
 import Glibc
+import KeepSyncTestSupport
 
 /// File system helpers on byte paths (Glibc only: names need not be UTF-8).
 enum FS {
@@ -7,27 +8,8 @@ enum FS {
         return try c.withUnsafeBufferPointer { try body($0.baseAddress!) }
     }
 
-    /// A printable form: bytes outside printable ASCII and `\` as `\xHH`.
-    static func display(_ path: [UInt8]) -> String {
-        var s = ""
-        for b in path {
-            if b >= 0x20 && b < 0x7F && b != 0x5C {
-                s.append(Character(Unicode.Scalar(b)))
-            } else {
-                s += "\\x" + (b < 0x10 ? "0" : "") + String(b, radix: 16)
-            }
-        }
-        return s
-    }
-
     static func check(_ result: Int32, _ call: String, _ path: [UInt8]) throws {
         if result != 0 { throw FSError(call: call, path: path, code: errno) }
-    }
-
-    static func makeTemporaryDirectory(in base: String = "/tmp") throws -> [UInt8] {
-        var template = Array("\(base)/keepsync-e2e-XXXXXX".utf8).map { CChar(bitPattern: $0) } + [0]
-        guard let p = mkdtemp(&template) else { throw FSError(call: "mkdtemp", path: Array(base.utf8), code: errno) }
-        return Array(UnsafeRawBufferPointer(start: p, count: strlen(p)))
     }
 
     static func mkdir(_ path: [UInt8], mode: mode_t = 0o755) throws {
@@ -186,18 +168,6 @@ enum FS {
 
     static func unlink(_ path: [UInt8]) throws {
         try check(withCPath(path) { Glibc.unlink($0) }, "unlink", path)
-    }
-
-    /// rm -rf, never following links.
-    static func removeTree(_ path: [UInt8]) throws {
-        guard let info = lstat(path) else { return }
-        if info.kind == .directory {
-            if info.permissions & 0o700 != 0o700 { try chmod(path, 0o700) }
-            for name in try list(path) { try removeTree(path / name) }
-            try check(withCPath(path) { rmdir($0) }, "rmdir", path)
-        } else {
-            try unlink(path)
-        }
     }
 
     static func realpath(_ path: [UInt8]) -> [UInt8] {

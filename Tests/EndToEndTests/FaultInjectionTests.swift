@@ -3,6 +3,7 @@ import Glibc
 import KeepSyncCore
 import KeepSyncLinux
 import Testing
+import KeepSyncTestSupport
 
 /// Faults of real file systems (issue 5, items 4 and 7), on the built binary: a tmpfs
 /// mirror that fills up, a mirror remounted read-only, fsync and syncfs failing with EIO
@@ -26,7 +27,7 @@ struct FaultInjectionTests {
 
         let agent = try await Self.startRun(sandbox, mirror: mirror)
         defer { agent.killNow() }
-        let full = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+        let full = await eventually(timeout: .seconds(30)) {
             Self.statusErrors(sandbox).contains { $0.path == "." && $0.message.contains("full") }
         }
         #expect(full, "status never says the mirror is full: \(RunCommandTests.statusText(sandbox))\n\(agent.stderrText)")
@@ -48,14 +49,14 @@ struct FaultInjectionTests {
         try FS.unlink(mount.path / "ballast")
         let freed = ContinuousClock.now
         var diff: [String] = []
-        let converged = try await RunCommandTests.eventually(timeout: .seconds(15)) {
+        let converged = await eventually(timeout: .seconds(15)) {
             diff = CrashTests.treeDifferences(sandbox.source, mirror)
             return diff.isEmpty
         }
         let took = ContinuousClock.now - freed
         #expect(converged, "not converged after space was freed:\n\(diff.prefix(10).joined(separator: "\n"))\n\(agent.stderrText)")
         #expect(took <= .seconds(10), "converged \(took) after space was freed")
-        let cleared = try await RunCommandTests.eventually(timeout: .seconds(10)) { Self.statusErrors(sandbox).isEmpty }
+        let cleared = await eventually(timeout: .seconds(10)) { Self.statusErrors(sandbox).isEmpty }
         #expect(cleared, "errors stay after convergence: \(RunCommandTests.statusText(sandbox))")
         print("FaultInjectionTests: full tmpfs mirror: \(cpu) s CPU and \(lines) log lines in 3 s while full; converged \(took) after space was freed")
         try await Self.stop(agent, sandbox)
@@ -78,7 +79,7 @@ struct FaultInjectionTests {
         try FS.writeFile(sandbox.source / "dir/file.txt", "changed while read-only\n")
         try FS.mkdirs(sandbox.source / "new/dir")
         try FS.writeFile(sandbox.source / "new/dir/f", "f\n")
-        let reported = try await RunCommandTests.eventually(timeout: .seconds(10)) {
+        let reported = await eventually(timeout: .seconds(10)) {
             Self.statusErrors(sandbox).contains { $0.path == "." && $0.message.contains("read-only") }
         }
         #expect(reported, "status never says the mirror is read-only: \(RunCommandTests.statusText(sandbox))\n\(agent.stderrText)")
@@ -86,7 +87,7 @@ struct FaultInjectionTests {
 
         try mount.remount("rw")
         #expect(try await Self.converges(sandbox.source, mirror), "after remounting read-write\n\(agent.stderrText)")
-        let cleared = try await RunCommandTests.eventually(timeout: .seconds(10)) { Self.statusErrors(sandbox).isEmpty }
+        let cleared = await eventually(timeout: .seconds(10)) { Self.statusErrors(sandbox).isEmpty }
         #expect(cleared, "errors stay after convergence: \(RunCommandTests.statusText(sandbox))")
         try await Self.stop(agent, sandbox)
     }
@@ -105,16 +106,16 @@ struct FaultInjectionTests {
                         "-e", "trace=fsync,renameat,renameat2", "-e", "inject=fsync:error=EIO:when=1"].map { Array($0.utf8) },
             environment: sandbox.environment, stderrPath: sandbox.root / "strace.stderr")
         defer { tracer.killNow() }
-        let attached = try await RunCommandTests.eventually(timeout: .seconds(10)) { Self.fullyTraced(agent.pid) }
+        let attached = await eventually(timeout: .seconds(10)) { Self.fullyTraced(agent.pid) }
         try #require(attached, "strace did not attach to every thread of \(agent.pid)")
 
         try RunCommandTests.writeStampedFile(sandbox.source / "written.bin", size: 3 << 20)
         // Each retry waits longer (1 s, 2 s, 4 s …) and a traced agent is slow on a loaded machine.
-        let converged = try await RunCommandTests.eventually(timeout: .seconds(90)) {
+        let converged = await eventually(timeout: .seconds(90)) {
             RunCommandTests.mirrorDifferences(sandbox).isEmpty && (RunCommandTests.status(sandbox)?["pending"] as? NSNumber)?.intValue == 0
         }
         #expect(converged, "after failed fsyncs: \(RunCommandTests.mirrorDifferences(sandbox))\n\(RunCommandTests.statusText(sandbox))\n\(agent.stderrText)")
-        let cleared = try await RunCommandTests.eventually(timeout: .seconds(10)) { Self.statusErrors(sandbox).isEmpty }
+        let cleared = await eventually(timeout: .seconds(10)) { Self.statusErrors(sandbox).isEmpty }
         #expect(cleared, "the file's error stays after it synced: \(RunCommandTests.statusText(sandbox))")
         tracer.send(SIGTERM)
         _ = try await tracer.waitForExit(timeout: .seconds(10))
@@ -147,13 +148,13 @@ struct FaultInjectionTests {
                         "-P", String(decoding: temp, as: UTF8.self), "-e", "trace=write,fsync", "-e", "inject=fsync:error=EIO"].map { Array($0.utf8) },
             environment: sandbox.environment, stderrPath: sandbox.root / "strace.stderr")
         defer { tracer.killNow() }
-        let attached = try await RunCommandTests.eventually(timeout: .seconds(10)) { Self.fullyTraced(agent.pid) }
+        let attached = await eventually(timeout: .seconds(10)) { Self.fullyTraced(agent.pid) }
         try #require(attached, "strace did not attach to every thread of \(agent.pid)")
 
         // One more file: the report that says so is the last one, and its write fails.
         try FS.writeFile(sandbox.source / "one-more.txt", "one more\n")
         let final = "\"files\": \(filesBefore + 1),"
-        let failedFinal = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+        let failedFinal = await eventually(timeout: .seconds(30)) {
             // strace writes the JSON's quotes as \"
             let lines = String(decoding: (try? FS.readFile(log)) ?? [], as: UTF8.self).replacingOccurrences(of: "\\", with: "").split(separator: "\n")
             guard let at = lines.lastIndex(where: { $0.hasPrefix("write(") || $0.contains(" write(") }),
@@ -168,7 +169,7 @@ struct FaultInjectionTests {
         #expect(injected >= 1)
 
         // Nothing changes any more, and yet status.json comes to say what is true.
-        let rewritten = try await RunCommandTests.eventually(timeout: .seconds(10)) {
+        let rewritten = await eventually(timeout: .seconds(10)) {
             (RunCommandTests.status(sandbox)?["files"] as? NSNumber)?.intValue == filesBefore + 1
         }
         #expect(rewritten, "status.json stays stale after its write failed (\(injected) injected fsync failures): \(RunCommandTests.statusText(sandbox))")
@@ -238,13 +239,13 @@ struct FaultInjectionTests {
         let agent = try RunCommandTests.Agent(binary: setpriv, arguments: asNobody + [bytes("run")] + sandbox.paths.map(\.argumentBytes),
                                               environment: sandbox.environment, stderrPath: sandbox.root / "agent.stderr")
         defer { agent.killNow() }
-        let watching = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+        let watching = await eventually(timeout: .seconds(30)) {
             RunCommandTests.status(sandbox)?["state"] as? String == "watching" && (RunCommandTests.status(sandbox)?["pid"] as? NSNumber)?.intValue == Int(agent.pid)
         }
         try #require(watching, "the unprivileged agent is not watching\n\(agent.stderrText)")
         #expect(Set(Self.statusErrors(sandbox).map(\.path)) == expected, "status errors: \(RunCommandTests.statusText(sandbox))")
         try FS.writeFile(sandbox.source / "dir/new.txt", "new\n")
-        let copied = try await RunCommandTests.eventually(timeout: .seconds(10)) { FS.exists(sandbox.mirror / "dir/new.txt") }
+        let copied = await eventually(timeout: .seconds(10)) { FS.exists(sandbox.mirror / "dir/new.txt") }
         #expect(copied, "a new file was not mirrored by the unprivileged agent\n\(agent.stderrText)")
         #expect(Set(Self.statusErrors(sandbox).map(\.path)) == expected)
         agent.send(SIGTERM)
@@ -268,7 +269,7 @@ struct FaultInjectionTests {
 
         bind.unmount()   // lazy: keepsync's open descriptors keep the old tree alive
         let gone = ContinuousClock.now
-        let reported = try await RunCommandTests.eventually(timeout: .seconds(10)) {
+        let reported = await eventually(timeout: .seconds(10)) {
             RunCommandTests.status(sandbox)?["state"] as? String == "error" && Self.statusErrors(sandbox).contains { $0.path == "." }
         }
         let took = ContinuousClock.now - gone
@@ -299,7 +300,7 @@ struct FaultInjectionTests {
         let away = sandbox.root / "S.away"
         try FS.rename(sandbox.source, away)
         let gone = ContinuousClock.now
-        let reported = try await RunCommandTests.eventually(timeout: .seconds(10)) {
+        let reported = await eventually(timeout: .seconds(10)) {
             RunCommandTests.status(sandbox)?["state"] as? String == "error" && Self.statusErrors(sandbox).contains { $0.path == "." }
         }
         let took = ContinuousClock.now - gone
@@ -349,7 +350,7 @@ extension FaultInjectionTests {
     /// Runs a system command with `path` as its last argument; throws unless it exits 0.
     static func run(_ program: String, _ arguments: [String], _ path: [UInt8]) throws {
         let result = try ChildProcess.run(bytes(program), arguments: arguments.map(bytes) + [path], environment: ["PATH": "/usr/bin:/bin"])
-        try #require(result.status == 0, "\(program) \(arguments.joined(separator: " ")) \(FS.display(path)): \(result)")
+        try #require(result.status == 0, "\(program) \(arguments.joined(separator: " ")) \(ByteEscaping.escape(path)): \(result)")
     }
 
     /// `keepsync run` with the sandbox's source and state and another mirror; returns once watching.
@@ -357,7 +358,7 @@ extension FaultInjectionTests {
         let arguments: [any CommandArgument] = ["run", "--source", sandbox.source, "--mirror", mirror, "--state", sandbox.state]
         let agent = try RunCommandTests.Agent(binary: sandbox.binary, arguments: arguments.map(\.argumentBytes),
                                               environment: sandbox.environment, stderrPath: sandbox.root / "agent.stderr")
-        let watching = try await RunCommandTests.eventually(timeout: .seconds(60)) {
+        let watching = await eventually(timeout: .seconds(60)) {
             RunCommandTests.status(sandbox)?["state"] as? String == "watching" || agent.poll() != nil
         }
         try #require(watching && agent.poll() == nil, "not watching: \(RunCommandTests.statusText(sandbox))\n\(agent.stderrText)")
@@ -372,7 +373,7 @@ extension FaultInjectionTests {
 
     /// Waits up to 20 s for `mirror` to equal `source`.
     static func converges(_ source: [UInt8], _ mirror: [UInt8]) async throws -> Bool {
-        try await RunCommandTests.eventually(timeout: .seconds(20)) { CrashTests.treeDifferences(source, mirror).isEmpty }
+        await eventually(timeout: .seconds(20)) { CrashTests.treeDifferences(source, mirror).isEmpty }
     }
 
     /// `errors` of status.json as (path, message).
@@ -386,14 +387,14 @@ extension FaultInjectionTests {
         var torn: [String] = []
         try CrashTests.walk(mirror) { path, name, info in
             guard info.kind == .regular, !TemporaryName.matches(name) else { return }
-            if !(try RunCommandTests.sameContent(source / path, mirror / path)) { torn.append(FS.display(path)) }
+            if !(try RunCommandTests.sameContent(source / path, mirror / path)) { torn.append(ByteEscaping.escape(path)) }
         }
         return torn
     }
 
     static func temporaryFiles(_ mirror: [UInt8]) throws -> [String] {
         var temps: [String] = []
-        try CrashTests.walk(mirror) { path, name, _ in if TemporaryName.matches(name) { temps.append(FS.display(path)) } }
+        try CrashTests.walk(mirror) { path, name, _ in if TemporaryName.matches(name) { temps.append(ByteEscaping.escape(path)) } }
         return temps
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import KeepSyncTestSupport
 
 /// What `sync` and `run` print on stderr: journald lines (`<N>`, no time, no progress)
 /// when stderr is not a terminal; on a pseudo-terminal, time and level on every line,
@@ -62,12 +63,12 @@ struct ForegroundOutputTests {
         let sandbox = try Sandbox()
         try sandbox.writeManyFiles(300, size: 20_000)
         let agent = try sandbox.spawnRun(["-v"])
-        let watching = await Deadline.until(.seconds(30)) {
+        let watching = await eventually(timeout: .seconds(30)) {
             sandbox.statusJSON?["state"] as? String == "watching" || agent.poll() != nil
         }
         try #require(watching && agent.poll() == nil, "not watching\n\(agent.diagnostics)")
         try FS.writeFile(sandbox.source / "later.txt", "written while watching\n")
-        let mirrored = await Deadline.until(.seconds(20)) { sandbox.differencesFromSource().isEmpty }
+        let mirrored = await eventually(timeout: .seconds(20)) { sandbox.differencesFromSource().isEmpty }
         #expect(mirrored, "\(sandbox.differencesFromSourceSummary())\n\(agent.diagnostics)")
         agent.send(SIGTERM)
         let status = await agent.waitForExit(timeout: .seconds(10))
@@ -144,13 +145,13 @@ struct ForegroundOutputTests {
         let pty = try PseudoTerminal()
         let agent = try BackgroundChild(sandbox.binary, arguments: (["run"] + sandbox.paths).map(\.argumentBytes),
                                         environment: sandbox.environment, output: .terminal(pty.slavePath))
-        let watching = await Deadline.until(.seconds(30)) {
+        let watching = await eventually(timeout: .seconds(30)) {
             pty.drain()
             return sandbox.statusJSON?["state"] as? String == "watching" || agent.poll() != nil
         }
         try #require(watching && agent.poll() == nil, "not watching (exit \(agent.exitStatus.map(String.init) ?? "none"))\n\(pty.visible)")
         try FS.writeFile(sandbox.source / "later.txt", "written while watching\n")
-        let mirrored = await Deadline.until(.seconds(20)) { pty.drain(); return sandbox.differencesFromSource().isEmpty }
+        let mirrored = await eventually(timeout: .seconds(20)) { pty.drain(); return sandbox.differencesFromSource().isEmpty }
         #expect(mirrored, "\(sandbox.differencesFromSourceSummary())\n\(pty.visible)")
 
         pty.type([3])   // ^C: the terminal sends SIGINT to its foreground process group

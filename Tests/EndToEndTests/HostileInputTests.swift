@@ -4,6 +4,7 @@ import Glibc
 import KeepSyncCore
 import Synchronization
 import Testing
+import KeepSyncTestSupport
 
 /// Hostile inputs and races against a running agent (issue 5, item 5): awkward names and
 /// paths, special files, type flips, a file rewritten in place while it is copied, and
@@ -69,7 +70,7 @@ struct HostileInputTests {
         try FS.symlink(target: bytes("/etc/passwd"), at: sandbox.source / "passwd-link")
         // After them, a plain file: mirrored promptly only if nothing above hung the agent.
         try FS.writeFile(sandbox.source / "after.txt", "after the special files\n")
-        let copied = try await RunCommandTests.eventually(timeout: .seconds(10)) { FS.exists(sandbox.mirror / "after.txt") }
+        let copied = await eventually(timeout: .seconds(10)) { FS.exists(sandbox.mirror / "after.txt") }
         #expect(copied, "the agent hung on a special file\n\(agent.stderrText)")
         try await RunCommandTests.expectMirrorConverges(sandbox, agent, "special files",
                                                         ignoring: [bytes("pipe-without-writer"), bytes("sock")])
@@ -89,11 +90,11 @@ struct HostileInputTests {
         try sandbox.buildSmallSource()
         let agent = try await RunCommandTests.start(sandbox)
         defer { agent.killNow() }
-        var rng = CrashTests.Rng(seed: CrashTests.seed ^ 0xF11F)
+        var rng = SplitMix64(seed: CrashTests.seed ^ 0xF11F)
         let x = sandbox.source / "x"
         for flip in 0..<60 {
             if let info = FS.lstat(x) {
-                if info.kind == .directory { try FS.removeTree(x) } else { try FS.unlink(x) }
+                if info.kind == .directory { try ScratchDirectory.removeTree(x) } else { try FS.unlink(x) }
             }
             switch flip % 4 {
             case 0: try FS.writeFile(x, "file version \(flip)\n")
@@ -125,7 +126,7 @@ struct HostileInputTests {
         // A writer rewrites the file in place (no truncate, no rename), block by block.
         let stop = Mutex(false), written = Mutex(0)
         let writer = Thread {
-            var rng = CrashTests.Rng(seed: 0x1A9)
+            var rng = SplitMix64(seed: 0x1A9)
             var version: UInt64 = 1
             while !stop.withLock({ $0 }) {
                 try? Self.writeVersion(file, version: version, blocks: blocks, blockSize: blockSize, truncate: false)
@@ -176,7 +177,7 @@ struct HostileInputTests {
         let (swaps, _) = swapper.stop()
 
         let planted = try FS.list(canary)
-        #expect(planted.isEmpty, "keepsync wrote through the link: \(planted.map(FS.display))")
+        #expect(planted.isEmpty, "keepsync wrote through the link: \(planted.map { ByteEscaping.escape($0) })")
         agent.send(SIGUSR1)
         try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after the attack and a resync")
         #expect(try FS.list(canary).isEmpty)
@@ -213,10 +214,10 @@ struct HostileInputTests {
         // Quiet: once nothing is pending, no copy is in flight and none may have left a temp
         // file (status.json is written at most once a second: its pending count may lag).
         var temps: [String] = []
-        let quiet = try await RunCommandTests.eventually(timeout: .seconds(10)) {
+        let quiet = try await eventually(timeout: .seconds(10)) {
             temps = []
             try CrashTests.walk(sandbox.mirror) { path, name, info in
-                if TemporaryName.matches(name) { temps.append(FS.display(path)) }
+                if TemporaryName.matches(name) { temps.append(ByteEscaping.escape(path)) }
             }
             return temps.isEmpty && (RunCommandTests.status(sandbox)?["pending"] as? NSNumber)?.intValue == 0
         }
@@ -226,7 +227,7 @@ struct HostileInputTests {
         #expect(try FS.list(canary).isEmpty, "keepsync wrote through the link")
 
         agent.send(SIGUSR1)
-        let converged = try await RunCommandTests.eventually(timeout: .seconds(15)) {
+        let converged = await eventually(timeout: .seconds(15)) {
             RunCommandTests.mirrorDifferences(sandbox).isEmpty
         }
         #expect(converged, "seed \(seed): no convergence 15 s after SIGUSR1 (\(stranded) times sub was made again while aside):\n\(RunCommandTests.mirrorDifferences(sandbox).prefix(10).joined(separator: "\n"))\n\(RunCommandTests.statusText(sandbox))")
@@ -251,7 +252,7 @@ struct HostileInputTests {
         let stop = Mutex(false)
         let source = sandbox.source
         let swapper = Thread {
-            var rng = CrashTests.Rng(seed: 0x5EC)
+            var rng = SplitMix64(seed: 0x5EC)
             var n = 0
             while !stop.withLock({ $0 }) {
                 n += 1
@@ -373,7 +374,7 @@ extension HostileInputTests {
         try? CrashTests.walk(root) { path, _, info in
             guard info.kind == .regular, let content = readBeneath(root, path) else { return }
             if content.count >= marker.count, (0...(content.count - marker.count)).contains(where: { content[$0..<($0 + marker.count)].elementsEqual(marker) }) {
-                hits.append(FS.display(path))
+                hits.append(ByteEscaping.escape(path))
             }
         }
         return hits
@@ -395,7 +396,7 @@ final class MirrorSwapper {
     init(_ directory: [UInt8], linkTo target: [UInt8], seed: UInt64) {
         let state = self.state
         thread = Thread {
-            var rng = CrashTests.Rng(seed: 0xA77 &+ seed)
+            var rng = SplitMix64(seed: 0xA77 &+ seed)
             var n = 0
             while !state.withLock({ $0.stop }) {
                 n += 1
@@ -409,7 +410,7 @@ final class MirrorSwapper {
                 var tries = 0
                 while (try? FS.rename(aside, directory)) == nil, FS.exists(aside) {
                     tries += 1
-                    if FS.lstat(directory)?.kind == .symlink { try? FS.unlink(directory) } else { try? FS.removeTree(directory) }
+                    if FS.lstat(directory)?.kind == .symlink { try? FS.unlink(directory) } else { try? ScratchDirectory.removeTree(directory) }
                 }
                 if tries > 0 { state.withLock { $0.stranded += 1 } }
                 usleep(UInt32(rng.next() % 2000))

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import KeepSyncCore
 
 /// A resync touches only what differs, and repairs a mirror changed behind keepsync's back.
 @Suite(.serialized)
@@ -43,7 +44,7 @@ struct IncrementalSyncTests {
         #expect(after.entries[changed]?.content == bytes("DELTA\n"))
         Self.expectUntouched(before, after, except: [changed])
         for path in before.paths where before.entries[path]?.kind == .directory {
-            #expect(before.infos[path]?.inode == after.infos[path]?.inode, "directory \(FS.display(path)) was replaced")
+            #expect(before.infos[path]?.inode == after.infos[path]?.inode, "directory \(ByteEscaping.escape(path)) was replaced")
         }
     }
 

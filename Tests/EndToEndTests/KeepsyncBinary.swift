@@ -1,4 +1,5 @@
 import Glibc
+import KeepSyncCore
 
 /// The built `keepsync` executable, next to the test bundle.
 enum KeepsyncBinary {
@@ -24,6 +25,6 @@ enum KeepsyncBinary {
     }
 
     static var searchedDescription: String {
-        candidates.map { FS.display($0) }.joined(separator: ", ")
+        candidates.map { ByteEscaping.escape($0) }.joined(separator: ", ")
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import KeepSyncCore
 
 /// How paths, the configuration file and the default state directory are found.
 @Suite(.serialized)
@@ -36,10 +37,10 @@ struct PathsAndConfigurationTests {
         #expect(result.status == 0, "\(result)")
         let base = sandbox.home / ".local/state/keepsync"
         let entries = try FS.list(base)
-        #expect(entries.count == 1, "one state directory under XDG_STATE_HOME/keepsync: \(entries.map(FS.display))")
+        #expect(entries.count == 1, "one state directory under XDG_STATE_HOME/keepsync: \(entries.map { ByteEscaping.escape($0) })")
         if let name = entries.first {
             #expect(name.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) || (0x41...0x46).contains($0) },
-                    "named by a hex hash: \(FS.display(name))")
+                    "named by a hex hash: \(ByteEscaping.escape(name))")
             #expect(FS.lstat(base / name)?.permissions == 0o700)
             #expect(FS.exists(base / name / "status.json"))
         }

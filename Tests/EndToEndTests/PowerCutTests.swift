@@ -3,6 +3,7 @@ import Glibc
 import KeepSyncCore
 import KeepSyncLinux
 import Testing
+import KeepSyncTestSupport
 
 /// Power cuts on the built binary, the way ALICE (OSDI 2014) finds them: record what
 /// `keepsync` does to the mirror and the state directory (`strace -f -y -xx`), then build
@@ -30,7 +31,7 @@ struct PowerCutTests {
         let seed = ProcessInfo.processInfo.environment["KEEPSYNC_POWERCUT_SEED"].flatMap(UInt64.init)
             ?? UInt64(time(nil))
         print("PowerCutTests: seed \(seed) (KEEPSYNC_POWERCUT_SEED replays it)")
-        var rng = CrashTests.Rng(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let versions = Versions()
         var totals = PowerCutTally()
 
@@ -127,10 +128,6 @@ struct PowerCutTally: CustomStringConvertible {
     var description: String { "states \(states), cuts \(cuts), lost \(lostOperations), modes \(modes), installs checked \(renamesChecked)" }
 }
 
-extension CrashTests.Rng {
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
-
 // MARK: - A recording
 
 /// A snapshot of the mirror and the state directory, the syscalls made from it, and the
@@ -166,13 +163,13 @@ struct Recording {
         let tracer = try RunCommandTests.Agent(binary: strace, arguments: straceArguments(log, sandbox, "run"),
                                                environment: sandbox.environment, stderrPath: sandbox.root / "run.stderr")
         defer { tracer.killNow() }
-        let watching = try await RunCommandTests.eventually(timeout: .seconds(60)) {
+        let watching = await eventually(timeout: .seconds(60)) {
             RunCommandTests.status(sandbox)?["state"] as? String == "watching" || tracer.poll() != nil
         }
         try #require(watching && tracer.poll() == nil, "run under strace is not watching: \(tracer.stderrText)")
         try await workload(tracer)
         // Wait for the background compaction of the burst's long log before stopping.
-        let compacted = try await RunCommandTests.eventually(timeout: .seconds(60)) {
+        let compacted = await eventually(timeout: .seconds(60)) {
             let log = FS.lstat(sandbox.state / "records.log")?.size ?? 0
             return log < 1 << 20
         }
@@ -201,7 +198,7 @@ struct Recording {
             let isRename = op.isRename
             let next = store[(n + 1)...].first { operations[$0].call != op.call && operations[$0].isRename == isRename }
             if coveredAt[i] >= (next ?? Int.max) {
-                out.append("\(label): Durable: \(isRename ? "the rename to" : "a frame of") \(FS.display(op.storeFile!)) (operation \(i)) is not durable when the next \(next.map { "comes (operation \($0))" } ?? "never does: the process ended")")
+                out.append("\(label): Durable: \(isRename ? "the rename to" : "a frame of") \(ByteEscaping.escape(op.storeFile!)) (operation \(i)) is not durable when the next \(next.map { "comes (operation \($0))" } ?? "never does: the process ended")")
             }
             if case .rename(let dir, let from, _, _) = op.kind, let source = start.lookupAt(i, dir: dir, name: from, in: operations) {
                 let unsynced = operations[..<i].indices.filter { j in
@@ -209,7 +206,7 @@ struct Recording {
                     return false
                 }
                 if let first = unsynced.first {
-                    out.append("\(label): Durable: \(FS.display(op.storeFile!)) renamed into place (operation \(i)) before its data (operation \(first)) was durable")
+                    out.append("\(label): Durable: \(ByteEscaping.escape(op.storeFile!)) renamed into place (operation \(i)) before its data (operation \(first)) was durable")
                 }
             }
         }
@@ -217,7 +214,7 @@ struct Recording {
     }
 
     /// Builds `states` crash states at cut points spread over the recording, checks each.
-    func check(_ sandbox: Sandbox, versions: Versions, states: Int, rng: inout CrashTests.Rng) throws -> PowerCutTally {
+    func check(_ sandbox: Sandbox, versions: Versions, states: Int, rng: inout SplitMix64) throws -> PowerCutTally {
         let began = ContinuousClock.now
         defer { print("PowerCutTests: \(label): \(operations.count) operations, \(states) states checked in \(ContinuousClock.now - began)") }
         var tally = PowerCutTally()
@@ -244,7 +241,7 @@ struct Recording {
                 if case .write(let n, _, _) = operations[j].kind { return n == node && coveredAt[j] > i }
                 return false
             }) {
-                tally.violations.append("\(label): I2: \(FS.display(path)) renamed into place (operation \(i)) while its data (operation \(j)) was not durable")
+                tally.violations.append("\(label): I2: \(ByteEscaping.escape(path)) renamed into place (operation \(i)) while its data (operation \(j)) was not durable")
             }
         }
         var installs: [[UInt8]: [Int]] = [:]
@@ -272,7 +269,7 @@ struct Recording {
             tally.states += 1
             let where_ = "\(label), cut \(cut)/\(operations.count) mode \(mode)"
             let dir = sandbox.root / "cut"
-            try? FS.removeTree(dir)
+            try? ScratchDirectory.removeTree(dir)
             let (mirror, state) = (dir / "M", dir / "T")
             let inodes = try model.materialize(mirror: mirror, state: state, versions: versions)
             // I2
@@ -283,7 +280,7 @@ struct Recording {
                     continue
                 }
                 if content.map({ !versions.all.contains($0) }) ?? true {
-                    tally.violations.append("\(where_): I2: \(FS.display(Array(path.joined(separator: [0x2F])))) is not a complete version (\(content?.count ?? -1) bytes)")
+                    tally.violations.append("\(where_): I2: \(ByteEscaping.escape(Array(path.joined(separator: [0x2F])))) is not a complete version (\(content?.count ?? -1) bytes)")
                 }
             }
             // I6
@@ -398,7 +395,7 @@ struct FileModel {
     }
 
     private mutating func load(_ path: [UInt8]) throws -> Int {
-        let info = try #require(FS.lstat(path), "\(FS.display(path)) is missing")
+        let info = try #require(FS.lstat(path), "\(ByteEscaping.escape(path)) is missing")
         let id = newID()
         var node = Node(kind: .directory, mode: info.permissions, mtime: Timespec(seconds: Int64(info.mtimeSeconds), nanoseconds: Int64(info.mtimeNanoseconds)))
         node.originalInode = info.inode
@@ -567,7 +564,7 @@ struct FileModel {
                 try FS.symlink(target: node.target, at: path)
             case .file:
                 if let first = made[id] {
-                    try FS.check(Glibc.link(FS.display(first), FS.display(path)), "link", path)
+                    try FS.check(Glibc.link(ByteEscaping.escape(first), ByteEscaping.escape(path)), "link", path)
                     return
                 }
                 try FS.writeFile(path, content(of: id, versions: versions) ?? [], mode: mode_t(node.mode & 0o7777))

@@ -2,6 +2,8 @@ import Foundation
 import Glibc
 import KeepSyncLinux
 import Testing
+import KeepSyncTestSupport
+import KeepSyncCore
 
 /// `keepsync run` as a child process: status, live mirroring, signals, the lock.
 /// Every wait is a deadline poll; stderr goes to a file in the sandbox.
@@ -28,7 +30,7 @@ struct RunCommandTests {
 
         var sightings = 0
         var torn: [String] = []
-        let converged = try await Self.eventually(timeout: .seconds(30)) {
+        let converged = await eventually(timeout: .seconds(30)) {
             if let info = FS.lstat(sandbox.mirror / "moved-in.bin") {
                 sightings += 1
                 if info.size != expected.count {
@@ -59,9 +61,9 @@ struct RunCommandTests {
             return (s?["files"] as? NSNumber)?.intValue == files && (s?["pending"] as? NSNumber)?.intValue == 0
         }
         let agent = try await Self.start(sandbox)
-        try #require(try await Self.eventually(timeout: .seconds(60)) { synced(4_500) }, "status.json: \(Self.statusText(sandbox))")
+        try #require(await eventually(timeout: .seconds(60)) { synced(4_500) }, "status.json: \(Self.statusText(sandbox))")
         let log = sandbox.state / "records.log", snapshot = sandbox.state / "records.snapshot"
-        let compacted = try await Self.eventually(timeout: .seconds(10)) {
+        let compacted = await eventually(timeout: .seconds(10)) {
             guard let s = FS.lstat(snapshot), let l = FS.lstat(log) else { return false }
             return s.size > 1 << 20 && l.size < s.size
         }
@@ -69,7 +71,7 @@ struct RunCommandTests {
 
         // A change after the compaction is appended to the new log and survives a kill.
         try FS.writeFile(sandbox.source / "d0/after", "after")
-        try #require(try await Self.eventually(timeout: .seconds(10)) { synced(4_501) }, "status.json: \(Self.statusText(sandbox))")
+        try #require(await eventually(timeout: .seconds(10)) { synced(4_501) }, "status.json: \(Self.statusText(sandbox))")
         agent.killNow()
         let records = try JournalBookmarkStore(directory: sandbox.state, readOnly: true).load()
         #expect(records.records.regularFiles == 4_501, "the store lost records across the compaction")
@@ -87,7 +89,7 @@ struct RunCommandTests {
         try FS.unlink(sandbox.mirror / "dir/file.txt")
         // The agent watches the source only: a live change elsewhere does not bring it back.
         try FS.writeFile(sandbox.source / "probe", "probe\n")
-        let probed = try await Self.eventually(timeout: .seconds(20)) { FS.exists(sandbox.mirror / "probe") }
+        let probed = await eventually(timeout: .seconds(20)) { FS.exists(sandbox.mirror / "probe") }
         try #require(probed, "probe never mirrored\n\(agent.stderrText)")
         #expect(!FS.exists(sandbox.mirror / "dir/file.txt"), "repaired without SIGUSR1: the test proves nothing")
 
@@ -104,14 +106,14 @@ struct RunCommandTests {
         try sandbox.buildSmallSource()
         let agent = try await Self.start(sandbox, ["--verify-interval", "1", "-v"])
         try await Self.expectMirrorConverges(sandbox, agent, "initial sync")
-        let quiet = try await Self.eventually(timeout: .seconds(10)) {
+        let quiet = await eventually(timeout: .seconds(10)) {
             agent.stderrLines.contains { $0.hasPrefix("<7>keepsync: debug: verify: nothing to repair") }
         }
         #expect(quiet, "no verify logged at debug level\n\(agent.stderrText)")
 
         try FS.unlink(sandbox.mirror / "dir/file.txt")
         try FS.chmod(sandbox.mirror / "top.txt", 0o600)
-        let repaired = try await Self.eventually(timeout: .seconds(10)) {
+        let repaired = await eventually(timeout: .seconds(10)) {
             FS.exists(sandbox.mirror / "dir/file.txt") && Self.mirrorDifferences(sandbox).isEmpty
         }
         #expect(repaired, "not repaired within 10 s:\n\(Self.mirrorDifferences(sandbox).joined(separator: "\n"))\n\(agent.stderrText)")
@@ -137,7 +139,7 @@ struct RunCommandTests {
         // Only a full resync brings this back: it tells when the reload has been applied.
         try FS.unlink(sandbox.mirror / "marker.txt")
         agent.send(SIGHUP)
-        let resynced = try await Self.eventually(timeout: .seconds(20)) { FS.exists(sandbox.mirror / "marker.txt") }
+        let resynced = await eventually(timeout: .seconds(20)) { FS.exists(sandbox.mirror / "marker.txt") }
         try #require(resynced, "no full resync after SIGHUP\n\(agent.stderrText)")
 
         try FS.writeFile(sandbox.source / "x.log", "must not be mirrored\n")
@@ -161,8 +163,8 @@ struct RunCommandTests {
 
         try FS.writeFile(config, "exclude = *.tmp\nno_such_key = 1\n")
         agent.send(SIGHUP)
-        let where_ = "\(FS.display(config)):2"
-        let reported = try await Self.eventually(timeout: .seconds(10)) {
+        let where_ = "\(ByteEscaping.escape(config)):2"
+        let reported = await eventually(timeout: .seconds(10)) {
             agent.stderrLines.contains { $0.contains("keepsync: error:") && $0.contains(where_) }
         }
         #expect(reported, "no `keepsync: error:` line naming \(where_) on stderr:\n\(agent.stderrText)")
@@ -183,7 +185,7 @@ struct RunCommandTests {
         try FS.rename(sandbox.root / "big.bin", sandbox.source / "big.bin")
 
         let clock = ContinuousClock()
-        let copying = try await Self.eventually(timeout: .seconds(20), every: .milliseconds(1)) {
+        let copying = try await eventually(timeout: .seconds(20), every: .milliseconds(1)) {
             !(try sandbox.strayTemporaryFiles().isEmpty) || FS.exists(sandbox.mirror / "big.bin")
         }
         try #require(copying, "the copy never started\n\(agent.stderrText)")
@@ -205,7 +207,7 @@ struct RunCommandTests {
                     "a partial big.bin is at its final name in the mirror")
         }
         let strays = try sandbox.strayTemporaryFiles()
-        #expect(strays.isEmpty, "temp files left in the mirror: \(strays.map(FS.display))")
+        #expect(strays.isEmpty, "temp files left in the mirror: \(strays.map { ByteEscaping.escape($0) })")
         #expect(Self.status(sandbox)?["state"] as? String == "stopped", "status.json: \(Self.statusText(sandbox))")
 
         // The next start copies the file whole.
@@ -228,15 +230,15 @@ struct RunCommandTests {
         let agent = try await Self.start(sandbox)
         #expect(Self.inotifyInstances(agent.pid) == 1)
         agent.send(SIGHUP)
-        let reloaded = try await Self.eventually(timeout: .seconds(10)) {
+        let reloaded = await eventually(timeout: .seconds(10)) {
             agent.stderrLines.contains { $0.contains("SIGHUP") } && (Self.status(sandbox)?["state"] as? String) == "watching"
         }
         try #require(reloaded, "\(agent.stderrText)")
         let aside = sandbox.root / "S.unmounted"
         try FS.rename(sandbox.source, aside)
-        let paused = try await Self.eventually(timeout: .seconds(10)) { Self.statusText(sandbox).contains("is missing") }
+        let paused = await eventually(timeout: .seconds(10)) { Self.statusText(sandbox).contains("is missing") }
         #expect(paused, "the lost root is not reported: \(Self.statusText(sandbox))\n\(agent.stderrText)")
-        let quiet = try await Self.eventually(timeout: .seconds(5)) { Self.inotifyInstances(agent.pid) == 0 }
+        let quiet = await eventually(timeout: .seconds(5)) { Self.inotifyInstances(agent.pid) == 0 }
         #expect(quiet, "the paused agent still watches with \(Self.inotifyInstances(agent.pid)) inotify instances")
         try FS.rename(aside, sandbox.source)
         try FS.writeFile(sandbox.source / "after.txt", "after the pause\n")
@@ -274,17 +276,17 @@ struct RunCommandTests {
         // queue past max_queued_events.
         try FS.mkdir(sandbox.source / "burst")
         try FS.writeFile(sandbox.source / "burst/probe", "probe")
-        let watched = try await Self.eventually(timeout: .seconds(30)) { FS.exists(sandbox.mirror / "burst/probe") }
+        let watched = await eventually(timeout: .seconds(30)) { FS.exists(sandbox.mirror / "burst/probe") }
         try #require(watched, "burst/probe never reached the mirror\n\(agent.stderrText)")
         agent.send(SIGSTOP)
         let count = queued / 2 + 2_000
         for i in 0..<count { try FS.writeFile(sandbox.source / "burst/\(i)", "\(i)") }
         agent.send(SIGCONT)
-        let overflowed = try await Self.eventually(timeout: .seconds(30)) {
+        let overflowed = await eventually(timeout: .seconds(30)) {
             agent.stderrLines.contains { $0.contains("inotify event queue overflowed") }
         }
         #expect(overflowed, "no overflow after \(count) files with max_queued_events = \(queued)\n\(agent.stderrText)")
-        let converged = try await Self.eventually(timeout: .seconds(120)) {
+        let converged = await eventually(timeout: .seconds(120)) {
             Self.mirrorDifferences(sandbox).isEmpty && (Self.status(sandbox)?["pending"] as? NSNumber)?.intValue == 0
         }
         #expect(converged, "\(Self.mirrorDifferences(sandbox).prefix(5))\n\(agent.stderrText)")
@@ -375,7 +377,7 @@ extension RunCommandTests {
         }
 
         func waitForExit(timeout: Duration) async throws -> Int32? {
-            _ = try await RunCommandTests.eventually(timeout: timeout, every: .milliseconds(5)) { self.poll() != nil }
+            _ = await eventually(timeout: timeout, every: .milliseconds(5)) { self.poll() != nil }
             return poll()
         }
 
@@ -403,12 +405,6 @@ extension RunCommandTests {
         }
     }
 
-    /// Polls `condition` until it holds (true) or `timeout` passes (false).
-    static func eventually(timeout: Duration, every interval: Duration = .milliseconds(20),
-                           _ condition: () throws -> Bool) async throws -> Bool {
-        try await Deadline.until(timeout, every: interval, condition)
-    }
-
     /// `T/status.json` as an object, nil while absent or unreadable.
     static func status(_ sandbox: Sandbox) -> [String: Any]? {
         guard let data = try? FS.readFile(sandbox.state / "status.json") else { return nil }
@@ -424,7 +420,7 @@ extension RunCommandTests {
     static func start(_ sandbox: Sandbox, _ extra: [any CommandArgument] = []) async throws -> Agent {
         let agent = try Agent(binary: sandbox.binary, arguments: (["run"] + sandbox.paths + extra).map(\.argumentBytes),
                               environment: sandbox.environment, stderrPath: sandbox.root / "agent.stderr")
-        let watching = try await eventually(timeout: .seconds(30)) {
+        let watching = await eventually(timeout: .seconds(30)) {
             status(sandbox)?["state"] as? String == "watching" || agent.poll() != nil
         }
         try #require(watching && agent.poll() == nil,
@@ -443,7 +439,7 @@ extension RunCommandTests {
         #expect(Self.status(sandbox)?["state"] as? String == "stopped", "status.json: \(statusText(sandbox))",
                 sourceLocation: sourceLocation)
         let strays = try sandbox.strayTemporaryFiles()
-        #expect(strays.isEmpty, "temp files left in the mirror: \(strays.map(FS.display))", sourceLocation: sourceLocation)
+        #expect(strays.isEmpty, "temp files left in the mirror: \(strays.map { ByteEscaping.escape($0) })", sourceLocation: sourceLocation)
     }
 
     /// Differences between the source (minus `ignoring`) and the mirror; empty when equal.
@@ -458,7 +454,7 @@ extension RunCommandTests {
     /// Waits up to 30 s for the mirror to equal the source (minus `ignoring`) with nothing pending.
     static func expectMirrorConverges(_ sandbox: Sandbox, _ agent: Agent, _ what: String, ignoring: [[UInt8]] = [],
                                       sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        let converged = try await eventually(timeout: .seconds(30)) {
+        let converged = await eventually(timeout: .seconds(30)) {
             mirrorDifferences(sandbox, ignoring: ignoring).isEmpty && (status(sandbox)?["pending"] as? NSNumber)?.intValue == 0
         }
         #expect(converged, "\(what): mirror differs from source:\n\(mirrorDifferences(sandbox, ignoring: ignoring).joined(separator: "\n"))\nstatus.json: \(statusText(sandbox))\n\(agent.stderrText)",

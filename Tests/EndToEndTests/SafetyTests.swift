@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+import KeepSyncTestSupport
 
 /// Exit code 3: refusals that protect the mirror.
 @Suite(.serialized)
@@ -30,7 +31,7 @@ struct SafetyTests {
         let sandbox = try Sandbox()
         try sandbox.syncSmallSource()
         let before = try sandbox.mirrorSnapshot()
-        try FS.removeTree(sandbox.source)
+        try ScratchDirectory.removeTree(sandbox.source)
 
         let result = try sandbox.sync()
         #expect(result.status == 3, "\(result)")
@@ -51,7 +52,7 @@ struct SafetyTests {
         // A different, empty directory (made before the old one goes, so its inode differs).
         let replacement = sandbox.root / "S2"
         try FS.mkdir(replacement)
-        try FS.removeTree(sandbox.source)
+        try ScratchDirectory.removeTree(sandbox.source)
         try FS.rename(replacement, sandbox.source)
 
         let refused = try sandbox.sync()
@@ -73,7 +74,7 @@ struct SafetyTests {
         let sandbox = try Sandbox()
         try sandbox.syncSmallSource()
         let before = try sandbox.mirrorSnapshot()
-        try FS.removeTree(sandbox.source / "dir")
+        try ScratchDirectory.removeTree(sandbox.source / "dir")
         try FS.unlink(sandbox.source / "top.txt")
 
         let refused = try sandbox.sync()

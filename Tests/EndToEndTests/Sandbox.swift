@@ -1,5 +1,7 @@
 import Glibc
 import Testing
+import KeepSyncTestSupport
+import KeepSyncCore
 
 /// One test's private world: a fresh temp directory holding the source `S`, the
 /// mirror `M`, the state `T` and a home with XDG directories, removed at the end.
@@ -17,7 +19,7 @@ final class Sandbox {
     init(in base: String = "/tmp") throws {
         binary = try #require(KeepsyncBinary.path,
                               "keepsync binary not found (looked at \(KeepsyncBinary.searchedDescription)); build it with `swift build`")
-        root = FS.realpath(try FS.makeTemporaryDirectory(in: base))
+        root = FS.realpath(try ScratchDirectory.make(prefix: "keepsync-e2e", in: base))
         source = root / "S"
         mirror = root / "M"
         state = root / "T"
@@ -28,7 +30,7 @@ final class Sandbox {
     }
 
     deinit {
-        try? FS.removeTree(root)
+        try? ScratchDirectory.removeTree(root)
     }
 
     /// The child's whole environment: nothing outside the sandbox is reachable through it.
@@ -60,7 +62,7 @@ final class Sandbox {
     func sync(_ extra: [any CommandArgument]) throws -> ProcessResult {
         let result = try keepsync(["sync"] + paths + extra)
         let strays = try strayTemporaryFiles()
-        #expect(strays.isEmpty, "temporary files left in the mirror: \(strays.map(FS.display))")
+        #expect(strays.isEmpty, "temporary files left in the mirror: \(strays.map { ByteEscaping.escape($0) })")
         return result
     }
 

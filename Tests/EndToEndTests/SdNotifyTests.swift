@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
 import Testing
+import KeepSyncTestSupport
+import KeepSyncCore
 
 /// `keepsync run` speaking sd_notify to a datagram socket the test binds (a path or an
 /// abstract `@name`), as systemd's `$NOTIFY_SOCKET`: READY=1 only after the initial
@@ -122,7 +124,7 @@ struct SdNotifyTests {
         func pings() -> [Double] { socket.messages.filter { $0.has("WATCHDOG") }.compactMap(\.sentAt).sorted() }
 
         // From start: at least 2 pings in the first second (one every 200 ms).
-        _ = await Deadline.until(.seconds(5), every: .milliseconds(5)) {
+        _ = await eventually(timeout: .seconds(5), every: .milliseconds(5)) {
                 return clock.now >= spawned + .milliseconds(1100)
         }
         let early = pings().filter { $0 <= spawnedAt + 1 }
@@ -135,7 +137,7 @@ struct SdNotifyTests {
         let r = try #require(readyIndex, "no READY=1\n\(socket.transcript)\n\(agent.diagnostics)")
         let readyAt = socket.messages[r].at
         let readySent = try #require(socket.messages[r].sentAt)
-        _ = await Deadline.until(.seconds(5), every: .milliseconds(5)) {
+        _ = await eventually(timeout: .seconds(5), every: .milliseconds(5)) {
                 return clock.now >= readyAt + .milliseconds(1100)
         }
         let steady = pings().filter { $0 > readySent && $0 <= readySent + 1 }
@@ -180,7 +182,7 @@ struct SdNotifyTests {
         let ready = await socket.waitFor(.seconds(60)) { $0.has("READY") }
         try #require(ready != nil, "no READY=1\n\(socket.transcript)\n\(agent.diagnostics)")
         agent.send(SIGUSR1)
-        let twoPasses = await Deadline.until(.seconds(60)) { passes().count >= 2 }
+        let twoPasses = await eventually(timeout: .seconds(60)) { passes().count >= 2 }
         try #require(twoPasses, "the startup pass and the SIGUSR1 pass were not both logged\n\(agent.diagnostics)")
         let longest = passes().max() ?? 0
         if longest < 0.5 {
@@ -206,7 +208,7 @@ struct SdNotifyTests {
         let readyIndex = await socket.waitFor(.seconds(30)) { $0.has("READY") }
         let r = try #require(readyIndex, "no READY=1: the socket works, the watchdog check proves nothing otherwise\n\(socket.transcript)\n\(agent.diagnostics)")
         let readyAt = socket.messages[r].at
-        let pinged = await Deadline.until(.milliseconds(1200), every: .milliseconds(5)) {
+        let pinged = await eventually(timeout: .milliseconds(1200), every: .milliseconds(5)) {
                 return socket.messages.contains { $0.has("WATCHDOG") }
         }
         #expect(!pinged, "WATCHDOG=1 sent although WATCHDOG_PID=\(getpid()) is another process\n\(socket.transcript)")
@@ -235,8 +237,8 @@ struct SdNotifyTests {
         let readyAgain = await socket.waitFor(.seconds(10), from: h + 1) { $0.has("READY") }
         #expect(readyAgain != nil, "no READY=1 after RELOADING=1 with an invalid configuration: `systemctl reload` would hang\n\(socket.transcript)\n\(agent.diagnostics)")
         #expect(agent.poll() == nil, "the agent ended after an invalid configuration\n\(agent.diagnostics)")
-        let reported = await Deadline.until(.seconds(5)) {
-            agent.stderrLines.contains { $0.contains("keepsync: error:") && $0.contains("\(FS.display(config)):2") }
+        let reported = await eventually(timeout: .seconds(5)) {
+            agent.stderrLines.contains { $0.contains("keepsync: error:") && $0.contains("\(ByteEscaping.escape(config)):2") }
         }
         #expect(reported, "the invalid line is not reported\n\(agent.diagnostics)")
 
@@ -284,7 +286,7 @@ struct SdNotifyTests {
         // Caught in the act: as soon as the first copies land, freeze the agent, check the
         // sync is unfinished, queue SIGHUP and let it go on. (A blocking poll: a busy task
         // pool must not make the test look too late.)
-        let copying = Deadline.blockingUntil(.seconds(30), everyMicroseconds: 500) {
+        let copying = eventuallyBlocking(timeout: .seconds(30), every: .microseconds(500)) {
             ((try? FS.list(sandbox.mirror / "many/a"))?.count ?? 0) > 0 || agent.poll() != nil
         }
         try #require(copying && agent.poll() == nil, "the initial copy never started\n\(agent.diagnostics)")
@@ -298,7 +300,7 @@ struct SdNotifyTests {
         let r = try #require(readyIndex, "no READY=1\n\(socket.transcript)\n\(agent.diagnostics)")
         #expect(mirroredAtReady == 4000,
                 "the first READY=1 (datagram \(r): \(socket.messages[r])) came while the initial sync was still running (SIGHUP at \(mirroredAtSighup) of 4000 files copied; \(mirroredAtReady) at READY=1)\n\(socket.transcript)")
-        let converged = await Deadline.until(.seconds(60), every: .milliseconds(50)) { sandbox.mirroredManyFiles() == 4000 }
+        let converged = await eventually(timeout: .seconds(60), every: .milliseconds(50)) { sandbox.mirroredManyFiles() == 4000 }
         #expect(converged, "\(sandbox.mirroredManyFiles()) of 4000 files mirrored\n\(agent.diagnostics)")
         agent.send(SIGTERM)
         let status = await agent.waitForExit(timeout: .seconds(10))
@@ -316,16 +318,16 @@ struct SdNotifyTests {
         let socket = try NotifySocket(.path, directory: sandbox.root, reading: false)
         // A ping every 50 ms fills the queue within a second.
         let agent = try sandbox.spawnRun(environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "100000"])
-        let watching = await Deadline.until(.seconds(10)) {
+        let watching = await eventually(timeout: .seconds(10)) {
             sandbox.statusJSON?["state"] as? String == "watching" || agent.poll() != nil
         }
         #expect(watching && agent.poll() == nil,
                 "not watching 10 s after start (exit \(agent.exitStatus.map(String.init) ?? "none")): wedged sending to a notify socket nobody reads?\nstatus.json: \(sandbox.statusJSON.map { "\($0)" } ?? "none")\n\(agent.diagnostics)")
         if watching {
             // Give the queue time to fill up (10 datagrams at 20 a second).
-            _ = await Deadline.until(.seconds(1)) { agent.poll() != nil }
+            _ = await eventually(timeout: .seconds(1)) { agent.poll() != nil }
             try FS.writeFile(sandbox.source / "later.txt", "written after the notify queue filled up\n")
-            let mirrored = await Deadline.until(.seconds(10)) { sandbox.differencesFromSource().isEmpty }
+            let mirrored = await eventually(timeout: .seconds(10)) { sandbox.differencesFromSource().isEmpty }
             #expect(mirrored, "mirroring stalled behind a full notify socket:\n\(sandbox.differencesFromSourceSummary())\n\(agent.diagnostics)")
         }
         agent.send(SIGTERM)
@@ -343,18 +345,18 @@ struct SdNotifyTests {
         try sandbox.buildSmallSource()
         var env: [String: String] = [:]
         switch what {
-        case "a path nobody binds": env["NOTIFY_SOCKET"] = FS.display(sandbox.root / "nobody.sock")
+        case "a path nobody binds": env["NOTIFY_SOCKET"] = ByteEscaping.escape(sandbox.root / "nobody.sock")
         case "an abstract name nobody binds": env["NOTIFY_SOCKET"] = "@keepsync-nobody-\(UInt32.random(in: 0...UInt32.max))"
         case "a relative path": env["NOTIFY_SOCKET"] = "relative.sock"
         default: break
         }
         let agent = try sandbox.spawnRun(environment: env, removing: what == "unset" ? ["NOTIFY_SOCKET"] : [])
-        let watching = await Deadline.until(.seconds(30)) {
+        let watching = await eventually(timeout: .seconds(30)) {
             sandbox.statusJSON?["state"] as? String == "watching" || agent.poll() != nil
         }
         #expect(watching && agent.poll() == nil, "not watching (exit \(agent.exitStatus.map(String.init) ?? "none"))\n\(agent.diagnostics)")
         try FS.writeFile(sandbox.source / "later.txt", "written while watching\n")
-        let converged = await Deadline.until(.seconds(20)) { sandbox.differencesFromSource().isEmpty }
+        let converged = await eventually(timeout: .seconds(20)) { sandbox.differencesFromSource().isEmpty }
         #expect(converged, "\(sandbox.differencesFromSourceSummary())\n\(agent.diagnostics)")
         agent.send(SIGTERM)
         let status = await agent.waitForExit(timeout: .seconds(10))

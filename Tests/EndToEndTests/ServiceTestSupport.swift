@@ -2,37 +2,12 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import KeepSyncTestSupport
+import KeepSyncCore
 
 // Helpers for the sd_notify, systemd service and foreground-output suites: a child left
 // running (optionally on a pseudo-terminal), a datagram socket standing in for
 // systemd's notify socket, and deadline polling.
-
-/// Deadline polling: never a bare sleep.
-enum Deadline {
-    /// Polls `condition` until it holds (true) or `timeout` passes (false).
-    static func until(_ timeout: Duration, every interval: Duration = .milliseconds(10),
-                      _ condition: () throws -> Bool) async rethrows -> Bool {
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        while true {
-            if try condition() { return true }
-            if clock.now >= deadline { return false }
-            try? await Task.sleep(for: interval)
-        }
-    }
-
-    /// Blocking form, for teardown paths that cannot await and for moments that must not
-    /// wait for a busy task pool to resume the test.
-    static func blockingUntil(_ timeout: Duration, everyMicroseconds interval: UInt32 = 10_000, _ condition: () -> Bool) -> Bool {
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        while true {
-            if condition() { return true }
-            if clock.now >= deadline { return false }
-            usleep(interval)
-        }
-    }
-}
 
 /// `CLOCK_MONOTONIC` in microseconds, the clock of sd_notify's `MONOTONIC_USEC=`.
 func monotonicMicroseconds() -> UInt64 {
@@ -100,7 +75,7 @@ final class BackgroundChild {
         if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, argv[0]!, &actions, &attributes, argv, envp)
-        guard rc == 0 else { throw SpawnError(description: "posix_spawn \(FS.display(executable)): errno \(rc)") }
+        guard rc == 0 else { throw SpawnError(description: "posix_spawn \(ByteEscaping.escape(executable)): errno \(rc)") }
         self.pid = pid
     }
 
@@ -129,7 +104,7 @@ final class BackgroundChild {
 
     /// Waits up to `timeout` for the exit; `whileWaiting` runs on every poll (to drain a pty).
     func waitForExit(timeout: Duration, whileWaiting: () -> Void = {}) async -> Int32? {
-        _ = await Deadline.until(timeout, every: .milliseconds(5)) {
+        _ = await eventually(timeout: timeout, every: .milliseconds(5)) {
             whileWaiting()
             return poll() != nil
         }
@@ -406,7 +381,7 @@ final class NotifySocket {
     /// Waits until a message at index `from` or later satisfies `match`; returns its index.
     func waitFor(_ timeout: Duration, from start: Int = 0, _ match: (Message) -> Bool) async -> Int? {
         var found: Int?
-        _ = await Deadline.until(timeout, every: .milliseconds(2)) {
+        _ = await eventually(timeout: timeout, every: .milliseconds(2)) {
             let all = messages
             found = all.indices.first { $0 >= start && match(all[$0]) }
             return found != nil

@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
 import Testing
+import KeepSyncTestSupport
+import KeepSyncCore
 
 /// `status` after a sync, and keepsync's own temporary files.
 @Suite(.serialized)
@@ -40,7 +42,7 @@ struct StatusAndTemporaryFileTests {
         let result = try sandbox.status()
         #expect(result.status == 0, "\(result)")
         #expect(result.stdoutText.contains("stopped"), "\(result)")
-        #expect(result.stdoutText.contains(FS.display(sandbox.mirror)), "\(result)")
+        #expect(result.stdoutText.contains(ByteEscaping.escape(sandbox.mirror)), "\(result)")
     }
 
     @Test func statusWithTheStateDirectoryAloneDescribesItsPair() throws {
@@ -49,7 +51,7 @@ struct StatusAndTemporaryFileTests {
         let human = try sandbox.keepsync("status", "--state", sandbox.state)
         #expect(human.status == 0, "\(human)")
         #expect(human.stdoutText.contains("keepsync is stopped"), "\(human)")
-        #expect(human.stdoutText.contains(FS.display(sandbox.source)) && human.stdoutText.contains(FS.display(sandbox.mirror)),
+        #expect(human.stdoutText.contains(ByteEscaping.escape(sandbox.source)) && human.stdoutText.contains(ByteEscaping.escape(sandbox.mirror)),
                 "\(human)")
         let json = try sandbox.keepsync("status", "--state", sandbox.state, "--json")
         #expect(json.status == 0, "\(json)")
@@ -74,7 +76,7 @@ struct StatusAndTemporaryFileTests {
         let human = try sandbox.keepsync("status")
         #expect(human.status == 0, "\(human)")
         #expect(human.stdoutLines.filter { $0.hasPrefix("keepsync is stopped") }.count == 2, "one block per pair: \(human)")
-        for mirror in mirrors { #expect(human.stdoutText.contains(FS.display(mirror)), "\(human)") }
+        for mirror in mirrors { #expect(human.stdoutText.contains(ByteEscaping.escape(mirror)), "\(human)") }
         let json = try sandbox.keepsync("status", "--json")
         #expect(json.status == 0, "\(json)")
         let list = try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]]
@@ -164,7 +166,7 @@ struct StatusAndTemporaryFileTests {
         #expect(errors.first?["message"] as? String != nil)
 
         // Once the path syncs, its entry goes.
-        try FS.removeTree(sandbox.mirror / name)
+        try ScratchDirectory.removeTree(sandbox.mirror / name)
         #expect(try sandbox.sync().status == 0)
         let cleared = try sandbox.status("--json")
         let after = try #require(try JSONSerialization.jsonObject(with: Data(cleared.stdout)) as? [String: Any])

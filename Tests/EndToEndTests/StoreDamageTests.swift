@@ -3,6 +3,7 @@ import Glibc
 import KeepSyncCore
 import KeepSyncLinux
 import Testing
+import KeepSyncTestSupport
 
 /// A damaged record store (issue 5, item 6; invariant I6): `records.log` or
 /// `records.snapshot` truncated, or bytes flipped, at seeded random offsets, one damage
@@ -23,7 +24,7 @@ struct StoreDamageTests {
     @Test func aTruncatedOrBitFlippedStoreStartsRebuildsByComparisonAndDeletesNothing() async throws {
         let sandbox = try Sandbox()
         let seed = CrashTests.seed ^ 0xD
-        var rng = CrashTests.Rng(seed: seed)
+        var rng = SplitMix64(seed: seed)
         let (snapshot, log) = try await Self.makeGoodStore(sandbox)
         let snapshotPath = sandbox.state / "records.snapshot", logPath = sandbox.state / "records.log"
 
@@ -50,7 +51,7 @@ struct StoreDamageTests {
             case .truncateLog, .truncateSnapshot:
                 let length = Int(rng.next() % UInt64(content.count))
                 content.removeLast(content.count - length)
-                description = "\(damage): \(FS.display(path)) cut to \(length) of \(content.count + (content.count - length)) bytes"
+                description = "\(damage): \(ByteEscaping.escape(path)) cut to \(length) of \(content.count + (content.count - length)) bytes"
             case .flipLog, .flipSnapshot:
                 let offset = Int(rng.next() % UInt64(content.count))
                 let width = min(1 + Int(rng.next() % 4), content.count - offset)
@@ -80,7 +81,7 @@ struct StoreDamageTests {
             if stderr.contains("removed") { problems.append("removed mirror entries:\n\(stderr)") }
             let after = try Self.inodes(sandbox.mirror)
             let lost = before.keys.filter { after[$0] == nil }
-            if !lost.isEmpty { problems.append("mirror entries gone: \(lost.prefix(10).map(FS.display))") }
+            if !lost.isEmpty { problems.append("mirror entries gone: \(lost.prefix(10).map { ByteEscaping.escape($0) })") }
             let diff = CrashTests.treeDifferences(sandbox.source, sandbox.mirror)
             if !diff.isEmpty { problems.append("I1: \(diff.prefix(10))") }
             if before.contains(where: { after[$0.key] != nil && after[$0.key] != $0.value }) { recopiedRounds += 1 }
@@ -124,7 +125,7 @@ struct StoreDamageTests {
         try await RunCommandTests.expectMirrorConverges(sandbox, agent, "store damage: live changes")
         // The records follow the mirror: wait until they describe every source file.
         var missing: [String] = []
-        let recorded = try await RunCommandTests.eventually(timeout: .seconds(20)) {
+        let recorded = try await eventually(timeout: .seconds(20)) {
             missing = try Self.sourceFilesWithoutMatchingRecord(sandbox)
             return missing.isEmpty
         }
@@ -152,7 +153,7 @@ struct StoreDamageTests {
             guard let record = records[RelativePath(bytes: path)], record.inode == info.inode, record.size == UInt64(info.size),
                   record.mtime.seconds == Int64(info.mtimeSeconds), record.mtime.nanoseconds == Int64(info.mtimeNanoseconds),
                   record.mode == info.permissions || info.kind == .symlink else {
-                missing.append(FS.display(path))
+                missing.append(ByteEscaping.escape(path))
                 return
             }
         }

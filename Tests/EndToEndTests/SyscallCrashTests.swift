@@ -3,6 +3,7 @@ import Glibc
 import KeepSyncCore
 import KeepSyncLinux
 import Testing
+import KeepSyncTestSupport
 
 /// Syscall-level crash points (issue 5, item 3): `strace -e inject=SYSCALL:signal=KILL:when=N`
 /// kills `keepsync sync` exactly at the Nth call of openat, openat2, write, copy_file_range,
@@ -139,7 +140,7 @@ struct SyscallCrashTests {
             try FS.rename(s / "media/m3.bin", s / "m3-moved.bin")
             try FS.unlink(s / "docs/d8.txt")
             try FS.unlink(s / "top.txt")
-            try FS.removeTree(s / "docs/old")
+            try ScratchDirectory.removeTree(s / "docs/old")
             try FS.mkdirs(s / "new/deeper")
             for i in 0..<6 { try FS.writeFile(s / "new/deeper/n\(i)", FS.pattern(count: 1000 + i * 20_000, seed: UInt64(300 + i))) }
             try FS.writeFile(s / "empty/now-full", "x\n")
@@ -193,7 +194,7 @@ struct SyscallCrashTests {
                 // The old or the new version of this path (a rename keeps the content).
                 let versions = [before.entries[path], after.entries[path]].compactMap { $0?.content }
                 if !versions.contains(where: { $0 == entry.content }) {
-                    problems.append("I2: \(FS.display(path)) holds \(entry.content?.count ?? 0) bytes no source version had")
+                    problems.append("I2: \(ByteEscaping.escape(path)) holds \(entry.content?.count ?? 0) bytes no source version had")
                 }
             }
             problems += try Self.recordsThatLie(sandbox).map { "I5: \($0)" }
@@ -213,7 +214,7 @@ struct SyscallCrashTests {
                 guard let info = FS.lstat(sandbox.mirror / path.bytes), info.inode == record.mirrorInode else { continue }
                 if info.kind != .regular || info.size != Int(record.size) || info.mtimeSeconds != Int(record.mtime.seconds)
                     || info.mtimeNanoseconds != Int(record.mtime.nanoseconds) {
-                    lies.append("\(FS.display(path.bytes)): record says size \(record.size) mtime \(record.mtime.seconds), mirror inode \(info.inode) has \(info.size) / \(info.mtimeSeconds)")
+                    lies.append("\(ByteEscaping.escape(path.bytes)): record says size \(record.size) mtime \(record.mtime.seconds), mirror inode \(info.inode) has \(info.size) / \(info.mtimeSeconds)")
                 }
             }
             return lies
@@ -225,7 +226,7 @@ struct SyscallCrashTests {
             let restart = try sandbox.keepsync(["sync"] + sandbox.paths)
             if restart.status != 0 { problems.append("restart: \(restart)") }
             problems += CrashTests.treeDifferences(sandbox.source, sandbox.mirror).map { "I1: \($0)" }
-            problems += try sandbox.strayTemporaryFiles().map { "temp file left: \(FS.display($0))" }
+            problems += try sandbox.strayTemporaryFiles().map { "temp file left: \(ByteEscaping.escape($0))" }
             problems += try CrashTests.recordsTheMirrorDoesNotHold(sandbox).map { "I5 after restart: \($0)" }
             problems += try StoreDamageTests.sourceFilesWithoutMatchingRecord(sandbox).map { "no true record after restart: \($0)" }
             if let status = try CrashTests.statusProblem(sandbox, pid: nil) { problems.append("I6: \(status)") }

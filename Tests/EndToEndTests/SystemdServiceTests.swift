@@ -2,6 +2,8 @@ import Foundation
 import Glibc
 import Synchronization
 import Testing
+import KeepSyncTestSupport
+import KeepSyncCore
 
 /// keepsync as a unit of a REAL systemd user manager, started by the test (PID 1 is not
 /// systemd on the CI machine): `keepsync service install` against the built binary and
@@ -44,7 +46,7 @@ struct SystemdServiceTests {
         let dir = manager.unitDirectory / "\(unit).d"
         try FS.mkdirs(dir)
         try FS.writeFile(dir / "test-output.conf",
-                         "[Service]\nStandardOutput=append:\(FS.display(log))\nStandardError=append:\(FS.display(log))\n")
+                         "[Service]\nStandardOutput=append:\(ByteEscaping.escape(log))\nStandardError=append:\(ByteEscaping.escape(log))\n")
         try #require(try manager.systemctl(["daemon-reload"]).status == 0)
     }
 
@@ -71,12 +73,12 @@ struct SystemdServiceTests {
         try #require(installed.status == 0, "\(installed)")
         let unitFile = manager.unitDirectory / unit
         let unitText = Self.text(unitFile)
-        let execStart = "ExecStart=\(FS.display(FS.realpath(sandbox.binary))) run"
+        let execStart = "ExecStart=\(ByteEscaping.escape(FS.realpath(sandbox.binary))) run"
         #expect(unitText.split(separator: "\n").contains { $0 == execStart },
-                "\(FS.display(unitFile)) does not say `\(execStart)`:\n\(unitText)\n\(installed)")
+                "\(ByteEscaping.escape(unitFile)) does not say `\(execStart)`:\n\(unitText)\n\(installed)")
         #expect(installed.stdoutText.contains("systemctl --user"), "install names the systemctl line to run:\n\(installed)")
         try #require(try manager.systemctl(["daemon-reload"]).status == 0)
-        let verify = try manager.run(UserManager.systemdAnalyze, ["--user", "verify", FS.display(unitFile)])
+        let verify = try manager.run(UserManager.systemdAnalyze, ["--user", "verify", ByteEscaping.escape(unitFile)])
         #expect(verify.status == 0 && verify.stdout.isEmpty && verify.stderr.isEmpty,
                 "systemd-analyze --user verify is not clean:\n\(verify)")
         try Self.captureOutput(manager, unit: unit, into: log)
@@ -98,13 +100,13 @@ struct SystemdServiceTests {
 
         // A file written in the source is mirrored.
         try FS.writeFile(sandbox.source / "new.txt", "written while the service runs\n")
-        let mirrored = await Deadline.until(.seconds(15)) { FS.exists(sandbox.mirror / "new.txt") && sandbox.differencesFromSource().isEmpty }
+        let mirrored = await eventually(timeout: .seconds(15)) { FS.exists(sandbox.mirror / "new.txt") && sandbox.differencesFromSource().isEmpty }
         #expect(mirrored, "new.txt never mirrored: \(sandbox.differencesFromSourceSummary())\n\(diagnostics())")
 
         // reload = SIGHUP = full resync: it completes (no hang) and repairs the mirror.
         try FS.unlink(sandbox.mirror / "top.txt")
         try FS.writeFile(sandbox.source / "probe.txt", "probe\n")
-        let probed = await Deadline.until(.seconds(15)) { FS.exists(sandbox.mirror / "probe.txt") }
+        let probed = await eventually(timeout: .seconds(15)) { FS.exists(sandbox.mirror / "probe.txt") }
         try #require(probed, "probe.txt never mirrored\n\(diagnostics())")
         #expect(!FS.exists(sandbox.mirror / "top.txt"), "top.txt came back without a reload: the reload check proves nothing")
         let clock = ContinuousClock()
@@ -114,7 +116,7 @@ struct SystemdServiceTests {
         print("SystemdServiceTests: systemctl --user reload took \(reloadTook)")
         #expect(!reload.timedOut && reload.status == 0 && reloadTook < .seconds(10),
                 "systemctl --user reload did not complete promptly (\(reloadTook)): \(reload)\n\(diagnostics())")
-        let repaired = await Deadline.until(.seconds(15)) { FS.exists(sandbox.mirror / "top.txt") }
+        let repaired = await eventually(timeout: .seconds(15)) { FS.exists(sandbox.mirror / "top.txt") }
         #expect(repaired, "top.txt, deleted from the mirror, is not back after reload\n\(diagnostics())")
         #expect(try manager.systemctl(["is-active", unit]).stdoutText == "active\n", "\(diagnostics())")
         #expect(try Self.property(manager, unit, "MainPID") == firstPID, "reload restarted the process")
@@ -126,14 +128,14 @@ struct SystemdServiceTests {
         kill(killed, SIGKILL)
         try FS.writeFile(sandbox.source / "during-restart.txt", "written while keepsync was down\n")
         var newPID = ""
-        let restarted = await Deadline.until(.seconds(20), every: .milliseconds(100)) {
+        let restarted = await eventually(timeout: .seconds(20), every: .milliseconds(100)) {
             newPID = (try? Self.property(manager, unit, "MainPID")) ?? ""
             let active = (try? manager.systemctl(["is-active", unit]).stdoutText) == "active\n"
             return active && newPID != "0" && newPID != "" && newPID != pidText
         }
         #expect(restarted, "not restarted after kill -9 of \(killed) (MainPID now \(newPID))\n\(diagnostics())")
         #expect(try Self.property(manager, unit, "NRestarts") == "1", "\(diagnostics())")
-        let converged = await Deadline.until(.seconds(20)) { sandbox.differencesFromSource().isEmpty }
+        let converged = await eventually(timeout: .seconds(20)) { sandbox.differencesFromSource().isEmpty }
         #expect(converged, "no convergence after the restart: \(sandbox.differencesFromSourceSummary())\n\(diagnostics())")
 
         // stop: inactive, not failed (SIGTERM is a clean exit 0).
@@ -167,13 +169,13 @@ struct SystemdServiceTests {
         try #require(installed.status == 0, "\(installed)")
         let template = manager.unitDirectory / "keepsync@.service"
         let templateText = Self.text(template)
-        let execStart = "ExecStart=\(FS.display(FS.realpath(sandbox.binary))) run --config %E/keepsync/%i.conf"
-        #expect(templateText.split(separator: "\n").contains { $0 == execStart }, "\(FS.display(template)):\n\(templateText)")
+        let execStart = "ExecStart=\(ByteEscaping.escape(FS.realpath(sandbox.binary))) run --config %E/keepsync/%i.conf"
+        #expect(templateText.split(separator: "\n").contains { $0 == execStart }, "\(ByteEscaping.escape(template)):\n\(templateText)")
         let config = Self.text(manager.configHome / "keepsync/docs.conf")
-        #expect(config.contains("source = \(FS.display(sandbox.source))") && config.contains("mirror = \(FS.display(sandbox.mirror))"),
+        #expect(config.contains("source = \(ByteEscaping.escape(sandbox.source))") && config.contains("mirror = \(ByteEscaping.escape(sandbox.mirror))"),
                 "docs.conf:\n\(config)")
         try #require(try manager.systemctl(["daemon-reload"]).status == 0)
-        let verify = try manager.run(UserManager.systemdAnalyze, ["--user", "verify", "\(FS.display(template)):\(unit)"])
+        let verify = try manager.run(UserManager.systemdAnalyze, ["--user", "verify", "\(ByteEscaping.escape(template)):\(unit)"])
         #expect(verify.status == 0 && verify.stdout.isEmpty && verify.stderr.isEmpty,
                 "systemd-analyze --user verify of the template is not clean:\n\(verify)")
         try Self.captureOutput(manager, unit: "keepsync@.service", into: log)
@@ -188,7 +190,7 @@ struct SystemdServiceTests {
         #expect(status.stdoutText.contains("Status: \"watching 3 files, 0 pending\""), "\(status.stdoutText)")
 
         try FS.writeFile(sandbox.source / "docs-new.txt", "written while the instance runs\n")
-        let mirrored = await Deadline.until(.seconds(15)) { sandbox.differencesFromSource().isEmpty }
+        let mirrored = await eventually(timeout: .seconds(15)) { sandbox.differencesFromSource().isEmpty }
         #expect(mirrored, "\(sandbox.differencesFromSourceSummary())\n\(diagnostics())")
 
         let stop = try manager.systemctl(["stop", unit], timeout: .seconds(40))
@@ -306,9 +308,9 @@ final class UserManager {
         let configHome = home / ".config"
         var env = sandbox.environment
         env["PATH"] = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
-        env["XDG_RUNTIME_DIR"] = FS.display(runtime)
-        env["XDG_CONFIG_HOME"] = FS.display(configHome)
-        env["HOME"] = FS.display(home)
+        env["XDG_RUNTIME_DIR"] = ByteEscaping.escape(runtime)
+        env["XDG_CONFIG_HOME"] = ByteEscaping.escape(configHome)
+        env["HOME"] = ByteEscaping.escape(home)
 
         // A cgroup of its own (cgroup v1 name=systemd and the v2 hierarchy), best effort.
         let n = counter.withLock { $0 += 1; return $0 }
@@ -333,7 +335,7 @@ final class UserManager {
         let manager = UserManager(process: process, environment: env, home: home, configHome: configHome, logBase: logBase,
                                   cgroup: cgroup)
         var answer = ""
-        let up = await Deadline.until(.seconds(20), every: .milliseconds(50)) {
+        let up = await eventually(timeout: .seconds(20), every: .milliseconds(50)) {
             if process.poll() != nil { return true }
             answer = (try? manager.systemctl(["is-system-running"], timeout: .seconds(5)).stdoutText) ?? ""
             return ["running\n", "degraded\n"].contains(answer)
@@ -365,7 +367,7 @@ final class UserManager {
         stopped = true
         if process.poll() == nil {
             process.send(SIGTERM)
-            if !Deadline.blockingUntil(.seconds(15), { process.poll() != nil }) {
+            if !eventuallyBlocking(timeout: .seconds(15), { process.poll() != nil }) {
                 print("SystemdServiceTests: the user manager (PID \(process.pid)) ignored SIGTERM for 15 s; SIGKILL")
                 process.killNow()
             }
@@ -374,7 +376,7 @@ final class UserManager {
             for h in Self.cgroupHierarchies {
                 let root = h + "/" + cgroup
                 for pid in Self.processes(under: root) { kill(pid, SIGKILL) }
-                _ = Deadline.blockingUntil(.seconds(5)) { Self.processes(under: root).isEmpty }
+                _ = eventuallyBlocking(timeout: .seconds(5)) { Self.processes(under: root).isEmpty }
                 Self.removeCgroups(root)
             }
         }

@@ -1,4 +1,5 @@
 import Glibc
+import KeepSyncCore
 
 /// Everything under a root, by relative path bytes (the root itself is `[]`).
 struct TreeSnapshot {
@@ -68,7 +69,7 @@ struct TreeSnapshot {
         var lines: [String] = []
         let all = Set(entries.keys).union(actual.entries.keys).sorted { $0.lexicographicallyPrecedes($1) }
         for path in all {
-            let name = path.isEmpty ? "." : FS.display(path)
+            let name = path.isEmpty ? "." : ByteEscaping.escape(path)
             switch (entries[path], actual.entries[path]) {
             case (nil, _?): lines.append("unexpected \(name)")
             case (_?, nil): lines.append("missing \(name)")
@@ -85,7 +86,7 @@ struct TreeSnapshot {
                     what.append("content (\(e.content?.count ?? -1) vs \(a.content?.count ?? -1) bytes)")
                 }
                 if e.target != a.target {
-                    what.append("target \(e.target.map(FS.display) ?? "-") vs \(a.target.map(FS.display) ?? "-")")
+                    what.append("target \(e.target.map { ByteEscaping.escape($0) } ?? "-") vs \(a.target.map { ByteEscaping.escape($0) } ?? "-")")
                 }
                 lines.append("\(name): " + what.joined(separator: ", "))
             default: break
@@ -99,7 +100,7 @@ struct TreeSnapshot {
         var lines: [String] = []
         for path in paths {
             guard let a = infos[path], kinds?.contains(a.kind) ?? true else { continue }
-            let name = path.isEmpty ? "." : FS.display(path)
+            let name = path.isEmpty ? "." : ByteEscaping.escape(path)
             guard let b = later.infos[path] else { lines.append("\(name) vanished"); continue }
             if a.inode != b.inode { lines.append("\(name): inode \(a.inode) -> \(b.inode)") }
             if a.ctimeSeconds != b.ctimeSeconds || a.ctimeNanoseconds != b.ctimeNanoseconds {
@@ -107,7 +108,7 @@ struct TreeSnapshot {
             }
         }
         for path in later.paths where infos[path] == nil && (kinds?.contains(later.infos[path]!.kind) ?? true) {
-            lines.append("\(path.isEmpty ? "." : FS.display(path)) appeared")
+            lines.append("\(path.isEmpty ? "." : ByteEscaping.escape(path)) appeared")
         }
         return lines
     }

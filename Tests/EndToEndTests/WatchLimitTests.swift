@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import KeepSyncTestSupport
 
 /// The agent at inotify's watch limit, in a private user namespace whose
 /// `user.max_inotify_watches` is lowered (the host's limit is left alone, so tests
@@ -27,7 +28,7 @@ struct WatchLimitTests {
         let agent = try RunCommandTests.Agent(binary: Array("/usr/bin/unshare".utf8), arguments: arguments,
                                               environment: sandbox.environment, stderrPath: sandbox.root / "agent.stderr")
         defer { agent.killNow() }
-        let watching = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+        let watching = await eventually(timeout: .seconds(30)) {
             RunCommandTests.status(sandbox)?["state"] as? String == "watching" || agent.poll() != nil
         }
         try #require(watching && agent.poll() == nil, "not watching: \(RunCommandTests.statusText(sandbox))\n\(agent.stderrText)")
@@ -36,7 +37,7 @@ struct WatchLimitTests {
         try sandbox.expectMirrorEqualsSource()
         // The log names the sysctl; status says how many directories are unwatched.
         #expect(agent.stderrLines.contains { $0.contains("fs.inotify.max_user_watches") }, "\(agent.stderrText)")
-        let reported = try await RunCommandTests.eventually(timeout: .seconds(10)) {
+        let reported = await eventually(timeout: .seconds(10)) {
             RunCommandTests.statusText(sandbox).contains("directories are not watched")
         }
         #expect(reported, "status.json: \(RunCommandTests.statusText(sandbox))")
@@ -44,13 +45,13 @@ struct WatchLimitTests {
         // Changes in unwatched directories arrive with the periodic rescan (every 30 s),
         // without a signal; then with a full resync on SIGUSR1.
         for i in 0..<10 { try FS.writeFile(sandbox.source / Array("d\(i)/sub/second".utf8), "second \(i)") }
-        let rescanned = try await RunCommandTests.eventually(timeout: .seconds(45)) {
+        let rescanned = await eventually(timeout: .seconds(45)) {
             RunCommandTests.mirrorDifferences(sandbox).isEmpty
         }
         #expect(rescanned, "no periodic rescan reached the unwatched directories: \(RunCommandTests.mirrorDifferences(sandbox))\n\(agent.stderrText)")
         for i in 0..<10 { try FS.writeFile(sandbox.source / Array("d\(i)/sub/third".utf8), "third \(i)") }
         agent.send(SIGUSR1)
-        let converged = try await RunCommandTests.eventually(timeout: .seconds(30)) {
+        let converged = await eventually(timeout: .seconds(30)) {
             RunCommandTests.mirrorDifferences(sandbox).isEmpty
         }
         #expect(converged, "\(RunCommandTests.mirrorDifferences(sandbox))\n\(agent.stderrText)")

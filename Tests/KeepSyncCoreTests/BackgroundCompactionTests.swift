@@ -74,7 +74,7 @@ struct BackgroundCompactionTests {
         await w.manager.compactRecordsInBackground()
         await w.manager.drainRecords()
         #expect(Self.storedSize(w, "a.txt") == 3, "the store took a record whose data was not durable")
-        #expect(await ManagerHarness.eventually { await w.manager.snapshot().errors[.root]?.contains("cannot write records") == true })
+        #expect(await eventually(every: .zero) { await w.manager.snapshot().errors[.root]?.contains("cannot write records") == true })
 
         failing.set(false)
         await Self.rewrite(w, "b.txt", "three three three")
@@ -82,7 +82,7 @@ struct BackgroundCompactionTests {
         let live = await w.manager.simulationRecords().records
         #expect(try w.store.load().records == live)
         #expect(Self.storedSize(w, "a.txt") == 7, "the change the failed compaction held was lost")
-        #expect(await ManagerHarness.eventually { await w.manager.snapshot().errors[.root] == nil })
+        #expect(await eventually(every: .zero) { await w.manager.snapshot().errors[.root] == nil })
     }
 
     @Test("the compaction at stop makes the mirror durable first: while syncfs fails it writes nothing")

@@ -1,5 +1,6 @@
 import Testing
 @testable import KeepSyncCore
+import KeepSyncTestSupport
 
 @Suite("ExcludeMatcher")
 struct ExcludeMatcherTests {
@@ -276,19 +277,6 @@ struct ExcludeMatcherTests {
 
     // MARK: - Cross-check against a slow reference matcher
 
-    /// A tiny deterministic generator (SplitMix64).
-    struct SplitMix64 {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
-
     /// Recursive glob on one name: literal bytes, `?` and `*` only.
     static func referenceName(_ p: ArraySlice<UInt8>, _ s: ArraySlice<UInt8>) -> Bool {
         guard let first = p.first else { return s.isEmpty }
@@ -322,7 +310,7 @@ struct ExcludeMatcherTests {
 
     @Test("random anchored globs agree with a slow reference matcher", arguments: [1, 2, 3, 4])
     func agreesWithReference(seed: UInt64) throws {
-        var rng = SplitMix64(state: seed)
+        var rng = SplitMix64(seed: seed)
         let nameParts: [[UInt8]] = ["a", "b", "?", "*", "ab"].map { Array($0.utf8) }
         let pathNames: [[UInt8]] = ["a", "b", "ab", "ba", "aab", "bb"].map { Array($0.utf8) }
         for _ in 0..<2000 {

@@ -1,20 +1,9 @@
 import Testing
 import KeepSyncCore
+import KeepSyncTestSupport
 
 @Suite("RecordJournalCodec")
 struct RecordJournalCodecTests {
-    /// A small deterministic generator (SplitMix64), so failures replay.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     static func record(_ path: [UInt8], kind: FileKind = .regular, target: [UInt8]? = nil, seed: UInt64 = 1) -> FileRecord {
         FileRecord(path: RelativePath(bytes: path), kind: kind, device: 0x0803 &* seed, inode: 1000 &+ seed,
                    size: 4096 &* seed, mtime: Timespec(seconds: 1_700_000_000 + Int64(seed), nanoseconds: 123_456_789),
@@ -297,7 +286,7 @@ struct RecordJournalCodecTests {
     // MARK: Garbage
 
     @Test func randomGarbageNeverCrashesEitherDecoder() {
-        var rng = SeededGenerator(state: 0x5EED)
+        var rng = SplitMix64(seed: 0x5EED)
         let (log, _) = Self.log()
         let snapshot = RecordJournalCodec.encodeSnapshot(Self.sampleSet(records: 3), generation: 9)
         for iteration in 0..<20_000 {

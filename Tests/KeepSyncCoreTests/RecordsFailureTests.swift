@@ -55,13 +55,13 @@ struct RecordsFailureTests {
 
         store.failing.withLock { $0 = true }
         await write("b")
-        let failed = await ManagerHarness.eventually { await error()?.hasPrefix("cannot write records") == true }
+        let failed = await eventually(every: .zero) { await error()?.hasPrefix("cannot write records") == true }
         try #require(failed, "the failed append is not reported")
 
         // A retry blocks inside the store; meanwhile the manager flushes again.
         store.holding.withLock { $0 = true }
         await write("c")
-        let inFlight = await ManagerHarness.eventually { store.entered.wait(timeout: .now()) == .success }
+        let inFlight = await eventually(every: .zero) { store.entered.wait(timeout: .now()) == .success }
         try #require(inFlight, "no retry reached the store")
         await write("d")
         await manager.processDue()
@@ -75,7 +75,7 @@ struct RecordsFailureTests {
         store.failing.withLock { $0 = false }
         await write("e")
         await manager.drainRecords()
-        let cleared = await ManagerHarness.eventually { await error() == nil }
+        let cleared = await eventually(every: .zero) { await error() == nil }
         let left = await error()
         #expect(cleared, "still \(left ?? "")")
         #expect(try store.load().records[Self.p("d")] != nil, "the backlog went out with the next append")

@@ -11,8 +11,8 @@ struct RenameAcrossRestartTests {
 
     /// A synced harness with `dd/inner.bin`, `dd/sub/s`, `keep/a` and `build0/x/raw40`,
     /// restarted (a fresh engine over the stored records), counters reset.
-    static func stoppedAfterSync(reportsBirthTime: Bool = true) throws -> H {
-        let h = H(source: InMemoryTree(device: 1, reportsBirthTime: reportsBirthTime))
+    static func stoppedAfterSync(reportsBirthTime: Bool = true, reportsGeneration: Bool = false) throws -> H {
+        let h = H(source: InMemoryTree(device: 1, reportsBirthTime: reportsBirthTime, reportsGeneration: reportsGeneration))
         h.source.makeDirectory(p("dd"))
         h.source.writeFile(p("dd/inner.bin"), Array(repeating: 7, count: 5000))
         h.source.makeDirectory(p("dd/sub"))
@@ -99,6 +99,39 @@ struct RenameAcrossRestartTests {
         let summary = try Self.passConverges(h)
         #expect(summary.renamed == 0)
         #expect(summary.copiedFiles == 2, "\(summary)")
+    }
+
+    @Test("without a birth time the inode generation makes the identity certain: the folder and a file are renamed")
+    func generationWithoutBirthTimeRenames() throws {
+        let h = try Self.stoppedAfterSync(reportsBirthTime: false, reportsGeneration: true)
+        try h.source.rename(Self.p("dd"), to: Self.p("dd2"))
+        try h.source.rename(Self.p("keep/a"), to: Self.p("keep/a2"))
+        h.resetCounts()
+        let summary = try Self.passConverges(h)
+        #expect(summary.renamed == 2 && summary.copiedFiles == 0, "\(summary)")
+    }
+
+    @Test("a generation stamp never equals a birth time, and a birth time wins over a generation")
+    func generationStamp() {
+        let stamp = Timespec.generationStamp(42)
+        #expect(stamp.nanoseconds >= 1_000_000_000, "no clock gives these nanoseconds")
+        var st = FileStat(kind: .regular, mode: 0o644, size: 1, mtime: Timespec(seconds: 42, nanoseconds: 0))
+        st.generation = 42
+        #expect(st.identityStamp == stamp)
+        st.birthTime = Timespec(seconds: 42, nanoseconds: 999_999_999)
+        #expect(st.identityStamp == st.birthTime)
+        st.birthTime = nil
+        st.generation = nil
+        #expect(st.identityStamp == nil)
+    }
+
+    @Test("a generation stamp survives the record table")
+    func generationStampRoundTrips() throws {
+        let h = try Self.stoppedAfterSync(reportsBirthTime: false, reportsGeneration: true)
+        let stat = try #require(try h.source.stat(Self.p("keep/a")))
+        let generation = try #require(stat.generation)
+        let record = try #require(try h.store.load().records[Self.p("keep/a")])
+        #expect(record.birthTime == Timespec.generationStamp(generation))
     }
 
     @Test("a file moved out of a folder while stopped: one pass also fixes the folder it left")

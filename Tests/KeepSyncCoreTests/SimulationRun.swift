@@ -25,7 +25,7 @@ struct SimulationSettings: CustomStringConvertible {
     /// driver runs at moments (and in an order) the seed chooses.
     var heldCopies: Int?
 
-    init(_ rng: inout SimulationRandom, steps: Int?) {
+    init(_ rng: inout SplitMix64, steps: Int?) {
         self.steps = steps ?? rng.int(40...70)
         initialOperations = rng.int(0...10)
         let faulty = rng.chance(0.5)
@@ -95,11 +95,11 @@ final class SimulationRun {
 
     let seed: UInt64
     let settings: SimulationSettings
-    var rng: SimulationRandom
+    var rng: SplitMix64
     /// Decides background compactions, apart from `rng`.
-    var compactions: SimulationRandom
+    var compactions: SplitMix64
     /// Decides whether a crash is a power cut and what it keeps, apart from `rng`.
-    var cuts: SimulationRandom
+    var cuts: SplitMix64
     let source = InMemoryTree(device: 1)
     let mirrorTree = InMemoryTree(device: 2)
     let durable = InMemoryStore()
@@ -137,9 +137,9 @@ final class SimulationRun {
         self.seed = seed
         self.verbose = verbose
         self.thread = thread
-        rng = SimulationRandom(seed: seed)
-        compactions = SimulationRandom(seed: seed, stream: 5)
-        cuts = SimulationRandom(seed: seed, stream: 7)
+        rng = SplitMix64(seed: seed)
+        compactions = SplitMix64(seed: seed, stream: 5)
+        cuts = SplitMix64(seed: seed, stream: 7)
         settings = SimulationSettings(&rng, steps: steps)
         power = SimulationPower(seed: seed)
         faults = SimulationFaults(seed: seed)
@@ -698,10 +698,10 @@ final class SimulationRun {
     func mirrorDigest() -> String {
         var sum: UInt64 = 0
         for (path, n) in mirrorTree.nodes {
-            var h = SimulationRandom.fold(path.bytes)
-            h = SimulationRandom.mix(h ^ UInt64(n.kind.rawValue) ^ UInt64(n.mode) << 8 ^ n.inode << 24)
-            h = SimulationRandom.mix(h ^ UInt64(bitPattern: n.mtime.seconds) ^ SimulationRandom.fold(n.content))
-            h = SimulationRandom.mix(h ^ SimulationRandom.fold(n.target))
+            var h = SplitMix64.fold(path.bytes)
+            h = SplitMix64.mix(h ^ UInt64(n.kind.rawValue) ^ UInt64(n.mode) << 8 ^ n.inode << 24)
+            h = SplitMix64.mix(h ^ UInt64(bitPattern: n.mtime.seconds) ^ SplitMix64.fold(n.content))
+            h = SplitMix64.mix(h ^ SplitMix64.fold(n.target))
             sum &+= h
         }
         return String(sum & 0xFFFF_FFFF, radix: 16)

@@ -14,12 +14,12 @@ final class SimulationPower: Sendable {
         var crashed = false
         var points = 0
         var lastPoint = ""
-        var rng: SimulationRandom
+        var rng: SplitMix64
     }
 
     private let state: Mutex<State>
 
-    init(seed: UInt64) { state = Mutex(State(rng: SimulationRandom(seed: seed, stream: 3))) }
+    init(seed: UInt64) { state = Mutex(State(rng: SplitMix64(seed: seed, stream: 3))) }
 
     /// Crashes at the `k`-th crash point from now (k ≥ 1).
     func arm(after k: Int) { state.withLock { $0.remaining = k } }
@@ -130,9 +130,9 @@ final class SimulationFaults: Sendable {
             let key = side + "/" + op + "/" + path.escaped
             let n = s.occurrences[key, default: 0]
             s.occurrences[key] = n + 1
-            let words = [seed, SimulationRandom.fold(Array(key.utf8)), n]
-            guard SimulationRandom.hashUnit(words) < p else { return nil }
-            let e = errnos[Int(SimulationRandom.hashUnit(words + [1]) * Double(errnos.count))]
+            let words = [seed, SplitMix64.fold(Array(key.utf8)), n]
+            guard SplitMix64.hashUnit(words) < p else { return nil }
+            let e = errnos[Int(SplitMix64.hashUnit(words + [1]) * Double(errnos.count))]
             s.fired.append("\(side) \(op) \(path.escaped) \(e.name)")
             s.total += 1
             return KeepSyncError(e.code, "\(op): injected \(e.name)", path: path, errno: e.errno)
@@ -154,7 +154,7 @@ final class SimulationInterference: Sendable {
 
     private struct State {
         var probability = 0.0
-        var rng: SimulationRandom
+        var rng: SplitMix64
         var tag = 0
         var writes: [Write] = []
     }
@@ -164,7 +164,7 @@ final class SimulationInterference: Sendable {
 
     init(seed: UInt64, source: InMemoryTree) {
         self.source = source
-        state = Mutex(State(rng: SimulationRandom(seed: seed, stream: 4)))
+        state = Mutex(State(rng: SplitMix64(seed: seed, stream: 4)))
     }
 
     var probability: Double {

@@ -98,9 +98,9 @@ struct SimulationTests {
         var digest: UInt64 = 0
         for o in outcomes {
             var one: UInt64 = 0
-            for line in o.trace { one = SimulationRandom.mix(one ^ SimulationRandom.fold(Array(line.utf8))) }
+            for line in o.trace { one = SplitMix64.mix(one ^ SplitMix64.fold(Array(line.utf8))) }
             if env["KEEPSYNC_SIM_LIST"] != nil { print("seed \(o.seed) trace \(String(one, radix: 16)) violations \(o.violations.count)") }
-            digest = SimulationRandom.mix(digest ^ one)
+            digest = SplitMix64.mix(digest ^ one)
         }
         totals["traceDigest\(String(digest & 0xFFFFFF, radix: 16))"] = 1
         print("simulation: \(outcomes.count) seeds (and \(rotating.count) rotating) in \(Self.seconds(elapsed))s; "

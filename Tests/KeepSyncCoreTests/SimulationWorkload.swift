@@ -65,7 +65,7 @@ struct SimulationWorkload {
     }
 
     /// A path that does not exist, in an existing directory at most two levels deep.
-    private func freshPath(_ rng: inout SimulationRandom) -> RelativePath? {
+    private func freshPath(_ rng: inout SplitMix64) -> RelativePath? {
         let dirs = paths([.directory], root: true).filter { $0.depth < 3 }
         for _ in 0..<6 {
             let parent = rng.chance(0.35) ? RelativePath.root : rng.pick(dirs)
@@ -75,7 +75,7 @@ struct SimulationWorkload {
         return nil
     }
 
-    private mutating func content(_ rng: inout SimulationRandom) -> [UInt8] {
+    private mutating func content(_ rng: inout SplitMix64) -> [UInt8] {
         tag += 1
         var bytes = Array("v\(tag):".utf8)
         for _ in 0..<rng.int(0...24) { bytes.append(UInt8(rng.int(0x61...0x7A))) }
@@ -84,7 +84,7 @@ struct SimulationWorkload {
 
     /// A link target (often one another link already has: `ln -sf` with the same target
     /// makes a new link whose only difference is its mtime).
-    private mutating func linkTarget(_ rng: inout SimulationRandom) -> [UInt8] {
+    private mutating func linkTarget(_ rng: inout SplitMix64) -> [UInt8] {
         rng.pick(Self.linkTargets)
     }
 
@@ -97,7 +97,7 @@ struct SimulationWorkload {
     private static let directoryModes: [UInt32] = [0o755, 0o700, 0o750, 0o555]
 
     /// The events of writing a file: create (new), modify, and usually the close.
-    private func writeEvents(_ path: RelativePath, created: Bool, _ rng: inout SimulationRandom) -> [WatchEvent] {
+    private func writeEvents(_ path: RelativePath, created: Bool, _ rng: inout SplitMix64) -> [WatchEvent] {
         var events: [WatchEvent] = created ? [.changed(path), .changed(path)] : [.changed(path)]
         if rng.chance(0.8) { events.append(.closedAfterWrite(path)) }
         return events
@@ -112,7 +112,7 @@ struct SimulationWorkload {
 
     /// Runs one random operation; returns its description and events (nil when the
     /// chosen operation had nothing to act on).
-    mutating func step(_ rng: inout SimulationRandom) -> (String, [WatchEvent])? {
+    mutating func step(_ rng: inout SplitMix64) -> (String, [WatchEvent])? {
         let nodes = tree.nodes
         before = (nodes, Self.canonicalOrder(nodes.keys))
         let ops = Op.allCases
@@ -120,7 +120,7 @@ struct SimulationWorkload {
         return perform(op, &rng)
     }
 
-    mutating func perform(_ op: Op, _ rng: inout SimulationRandom) -> (String, [WatchEvent])? {
+    mutating func perform(_ op: Op, _ rng: inout SplitMix64) -> (String, [WatchEvent])? {
         switch op {
         case .create:
             guard let path = freshPath(&rng) else { return nil }

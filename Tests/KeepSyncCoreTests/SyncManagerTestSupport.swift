@@ -141,19 +141,9 @@ extension ManagerHarness {
     /// never becomes idle fails the test instead of hanging it.
     func waitUntilIdle() async -> Bool {
         let returned = startWaitingUntilIdle()
-        return await Self.eventually { returned.isSet }
+        return await eventually(every: .zero) { returned.isSet }
     }
 
-    /// Polls `condition`, yielding between tries, at most `tries` times: a bounded wait for
-    /// work the manager does on its own (a copy's completion hopping back onto the actor).
-    /// Never sleeps.
-    static func eventually(tries: Int = 1_000_000, _ condition: () async -> Bool) async -> Bool {
-        for _ in 0..<tries {
-            if await condition() { return true }
-            await Task.yield()
-        }
-        return await condition()
-    }
 }
 
 extension SyncManager {

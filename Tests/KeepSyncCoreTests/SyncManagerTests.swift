@@ -520,7 +520,7 @@ struct SyncManagerTests {
         #expect(h.mirror.node(file)?.content == Self.b("version 1"))
 
         // The completion hops back onto the actor and must re-queue the path.
-        let requeued = await ManagerHarness.eventually { await h.manager.nextDeadline() != nil }
+        let requeued = await eventually(every: .zero) { await h.manager.nextDeadline() != nil }
         #expect(requeued, "the path was not queued again after its copy completed")
         await h.manager.drainRecords()   // record appends run on their own queue
         #expect(h.storedRecords[file] != nil)
@@ -529,10 +529,10 @@ struct SyncManagerTests {
         #expect(held.count == 1, "no second copy was started")
         // waitUntilIdle, called while the copy is held, returns once it completed.
         let idle = h.startWaitingUntilIdle()
-        #expect(await ManagerHarness.eventually { await h.manager.registeredIdleWaiters == 1 })
+        #expect(await eventually(every: .zero) { await h.manager.registeredIdleWaiters == 1 })
         #expect(!idle.isSet, "waitUntilIdle returned while a copy was in flight")
         held.runAll()
-        #expect(await ManagerHarness.eventually { idle.isSet }, "waitUntilIdle did not return when the last copy completed")
+        #expect(await eventually(every: .zero) { idle.isSet }, "waitUntilIdle did not return when the last copy completed")
 
         #expect(h.installs == 2)
         #expect(h.mirror.node(file)?.content == Self.b("version 2, longer"))
@@ -565,7 +565,7 @@ struct SyncManagerTests {
         h.source.delete(file)
         await h.receive(.removed(file))
         held.runAll()
-        let requeued = await ManagerHarness.eventually { await h.manager.nextDeadline() != nil }
+        let requeued = await eventually(every: .zero) { await h.manager.nextDeadline() != nil }
         #expect(requeued)
         await h.settleAndProcess()
         #expect(held.runAll() == 0)
@@ -598,7 +598,7 @@ struct SyncManagerTests {
 
         // Drain: the first copy completes, the path is copied again, the mirror ends with v2.
         #expect(held.runAll() == 1)
-        let completed = await ManagerHarness.eventually { await h.manager.snapshot().copiedFiles == 1 }
+        let completed = await eventually(every: .zero) { await h.manager.snapshot().copiedFiles == 1 }
         #expect(completed)
         #expect(await h.manager.snapshot().pending == 1)
         await h.settleAndProcess()
@@ -770,7 +770,7 @@ struct SyncManagerTests {
         await h.receive(.closedAfterWrite(file))
         await h.settleAndProcess()
         #expect(copies.runAll() == 1)
-        #expect(await ManagerHarness.eventually { await h.manager.snapshot().errors[file] != nil })
+        #expect(await eventually(every: .zero) { await h.manager.snapshot().errors[file] != nil })
 
         // The retry after a second: its copy is held, and the error must still show.
         h.clock.advance(by: .seconds(1))
@@ -778,7 +778,7 @@ struct SyncManagerTests {
         #expect(copies.count == 1, "the retry's copy is handed over")
         #expect(await h.manager.snapshot().errors[file] != nil, "the error vanished while the retry runs")
         copies.runAll()
-        #expect(await ManagerHarness.eventually { await h.manager.snapshot().pending == 0 })
+        #expect(await eventually(every: .zero) { await h.manager.snapshot().pending == 0 })
         #expect(await h.manager.snapshot().errors[file] != nil)
 
         // A full pass re-plans the copy: the error stays until that copy ends.
@@ -787,7 +787,7 @@ struct SyncManagerTests {
         #expect(await h.manager.snapshot().errors[file] != nil, "a full pass dropped the error of a copy it queued")
         failing.withLock { $0 = false }
         copies.runAll()
-        #expect(await ManagerHarness.eventually { await h.manager.snapshot().errors.isEmpty })
+        #expect(await eventually(every: .zero) { await h.manager.snapshot().errors.isEmpty })
         await h.process()
         h.expectMirrorEqualsSource()
     }
@@ -827,7 +827,7 @@ struct SyncManagerTests {
         h.source.hardLink(a, at: b)
         // Copies one path that was written: runs its held copy and waits for its result.
         func copied(_ count: Int) async -> Bool {
-            await ManagerHarness.eventually { await h.manager.snapshot().copiedFiles == count }
+            await eventually(every: .zero) { await h.manager.snapshot().copiedFiles == count }
         }
         await h.fullSync()
         copies.runAll()
@@ -868,7 +868,7 @@ struct SyncManagerTests {
         // b's copy queues a for a look, which finds nothing to copy.
         await h.settleAndProcess()
         #expect(copies.count == 0)
-        #expect(await ManagerHarness.eventually { await h.manager.isIdle })
+        #expect(await eventually(every: .zero) { await h.manager.isIdle })
         h.expectMirrorEqualsSource()
     }
 
@@ -1062,7 +1062,7 @@ struct SyncManagerTests {
         #expect(h.mirror.node(Self.p("live.txt"))?.content == Self.b("live"))
 
         await manager.stop()
-        #expect(await ManagerHarness.eventually { stopped.isSet }, "run() did not return after stop()")
+        #expect(await eventually(every: .zero) { stopped.isSet }, "run() did not return after stop()")
         h.expectMirrorEqualsSource()
     }
 

@@ -2,6 +2,7 @@ import Glibc
 import KeepSyncCore
 import KeepSyncLinux
 import Testing
+import KeepSyncTestSupport
 
 @Suite("AtomicFileAccessor")
 struct AtomicFileAccessorTests {
@@ -20,7 +21,7 @@ struct AtomicFileAccessorTests {
         let mirror: AtomicFileAccessor
 
         init() throws {
-            base = try ContractPOSIX.makeTemporaryDirectory("keepsync-accessor")
+            base = try ScratchDirectory.make(prefix: "keepsync-accessor")
             sourcePath = base + Array("/source".utf8)
             mirrorPath = base + Array("/mirror".utf8)
             canaryPath = base + Array("/canary".utf8)
@@ -33,7 +34,7 @@ struct AtomicFileAccessorTests {
         func inMirror(_ path: RelativePath) -> [UInt8] { ContractPOSIX.join(mirrorPath, path) }
         func inCanary(_ name: String) -> [UInt8] { canaryPath + [0x2F] + Array(name.utf8) }
 
-        func cleanup() { ContractPOSIX.removeTree(base) }
+        func cleanup() { try? ScratchDirectory.removeTree(base) }
 
         /// Everything observable about the canary: names, and each entry's metadata and bytes.
         struct CanaryState: Equatable {
@@ -85,7 +86,7 @@ struct AtomicFileAccessorTests {
         try ContractPOSIX.writeFile(s.inMirror(Self.p("local")), Self.b("local"), mode: 0o644, mtime: Self.t1)
         // The mirror had a real directory `sub`; another process swaps it for a link.
         _ = try s.mirror.makeDirectory(Self.p("sub"), mode: 0o755)
-        ContractPOSIX.removeTree(s.inMirror(Self.p("sub")))
+        try? ScratchDirectory.removeTree(s.inMirror(Self.p("sub")))
         try ContractPOSIX.makeLink(s.inMirror(Self.p("sub")), to: s.canaryPath)
         let before = s.canary()
 

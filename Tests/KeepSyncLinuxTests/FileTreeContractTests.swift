@@ -25,16 +25,6 @@ enum ContractPOSIX {
         }
     }
 
-    /// `mkdtemp` under /tmp.
-    static func makeTemporaryDirectory(_ prefix: String) throws -> [UInt8] {
-        var template = Array("/tmp/\(prefix)-XXXXXX".utf8) + [0]
-        let ok = template.withUnsafeMutableBufferPointer { buf in
-            buf.withMemoryRebound(to: CChar.self) { mkdtemp($0.baseAddress!) != nil }
-        }
-        guard ok else { throw Failure(description: "mkdtemp: \(String(cString: strerror(errno)))") }
-        return Array(template.dropLast())
-    }
-
     static func join(_ base: [UInt8], _ path: RelativePath) -> [UInt8] {
         path.isRoot ? base : base + [0x2F] + path.bytes
     }
@@ -147,36 +137,6 @@ enum ContractPOSIX {
         return out.sorted { $0.lexicographicallyPrecedes($1) }
     }
 
-    /// Removes a tree, descriptor-relative (deep and long paths work), never following links.
-    static func removeTree(_ path: [UInt8]) {
-        guard let info = lstat(path) else { return }
-        if !info.isDirectory {
-            _ = withC(path) { unlink($0) }
-            return
-        }
-        let fd = withC(path) { open($0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
-        if fd >= 0 {
-            removeContents(fd)
-            close(fd)
-        }
-        _ = withC(path) { rmdir($0) }
-    }
-
-    private static func removeContents(_ dirfd: Int32) {
-        _ = fchmod(dirfd, 0o700)
-        let copy = dup(dirfd)
-        guard copy >= 0 else { return }
-        for name in names(fd: copy) {
-            let sub = withC(name) { openat(dirfd, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
-            if sub >= 0 {
-                removeContents(sub)
-                close(sub)
-                _ = withC(name) { unlinkat(dirfd, $0, AT_REMOVEDIR) }
-            } else {
-                _ = withC(name) { unlinkat(dirfd, $0, 0) }
-            }
-        }
-    }
 }
 
 /// A source file that runs a hook before its first read (to change the source, or the
@@ -296,7 +256,7 @@ struct FileTreeContractTests {
                 mirrorRaw = MemoryRaw(tree: m)
                 base = nil
             case .posix:
-                let dir = try ContractPOSIX.makeTemporaryDirectory("keepsync-contract")
+                let dir = try ScratchDirectory.make(prefix: "keepsync-contract")
                 base = dir
                 let s = dir + Array("/source".utf8), m = dir + Array("/mirror".utf8)
                 try ContractPOSIX.makeDirectory(s, mode: 0o755)
@@ -309,7 +269,7 @@ struct FileTreeContractTests {
         }
 
         func cleanup() {
-            if let base { ContractPOSIX.removeTree(base) }
+            if let base { try? ScratchDirectory.removeTree(base) }
         }
     }
 

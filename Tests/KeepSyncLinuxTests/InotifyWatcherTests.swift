@@ -5,6 +5,7 @@ import KeepSyncCore
 import KeepSyncLinux
 import Synchronization
 import Testing
+import KeepSyncTestSupport
 
 /// Real inotify in temp dirs under /tmp. Serialized: the watch-limit test changes a
 /// system-wide sysctl for a moment.
@@ -78,7 +79,7 @@ struct InotifyWatcherTests {
         let stream = try watcher.start(excluding: .none)
         defer { watcher.stop() }
         for i in 0..<300 { try scratch.write("f\(i)") }
-        #expect(await Self.eventually { warned.withLock { $0 } }, "the stream never filled")
+        #expect(await eventually { warned.withLock { $0 } }, "the stream never filled")
         var iterator = stream.makeAsyncIterator()
         var before = 0
         var rescanned = false
@@ -116,7 +117,7 @@ struct InotifyWatcherTests {
             try outside.write("d/e/f")
             try await events.barrier(scratch)
             #expect(!events.snapshot.contains { $0.mentions(RelativePath("d/e/f")) })
-            #expect(await Self.eventually { watcher.watchedDirectories == 1 })
+            #expect(await eventually { watcher.watchedDirectories == 1 })
         }
     }
 
@@ -235,7 +236,7 @@ struct InotifyWatcherTests {
         }
         try await withWatcher(logger: logger) { scratch, watcher, events in
             defer { gate.open() }
-            var random = SplitMix(seed: seed)
+            var random = SplitMix64(seed: seed)
             var counter = 0
             for _ in 0..<300 {
                 let dirs = scratch.directories()
@@ -273,7 +274,7 @@ struct InotifyWatcherTests {
             let missing = probes.subtracting(events.snapshot.compactMap(\.reportedPath))
             #expect(reported, "seed \(seed), held \(held): not reported: \(missing.map(\.escaped).sorted().prefix(10))")
             try await events.barrier(scratch)
-            let counted = await Self.eventually { watcher.watchedDirectories == dirs.count }
+            let counted = await eventually { watcher.watchedDirectories == dirs.count }
             #expect(counted, "seed \(seed), held \(held): \(watcher.watchedDirectories) watched, \(dirs.count) directories")
             #expect(watcher.unwatchedDirectories == 0)
         }
@@ -356,16 +357,6 @@ struct InotifyWatcherTests {
         try await body(scratch, watcher, events)
     }
 
-    /// True once `condition` holds, false if `timeout` passes first.
-    static func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
-    }
-
     /// A number from a /proc file.
     static func readNumber(_ path: String) -> Int? {
         let fd = open(path, O_RDONLY)
@@ -386,10 +377,7 @@ extension InotifyWatcherTests {
         let path: [UInt8]
 
         init() throws {
-            var template = Array("/tmp/keepsync-inotify-XXXXXX".utf8).map { CChar(bitPattern: $0) } + [0]
-            let made = mkdtemp(&template) != nil
-            try #require(made, "mkdtemp failed: errno \(errno)")
-            path = template.dropLast().map { UInt8(bitPattern: $0) }
+            path = try ScratchDirectory.make(prefix: "keepsync-inotify")
         }
 
         /// The absolute path of `relative`.
@@ -460,26 +448,7 @@ extension InotifyWatcherTests {
         }
 
         /// Removes the directory and everything in it.
-        func removeAll() { Scratch.removeTree(path) }
-
-        private static func removeTree(_ path: [UInt8]) {
-            var st = stat()
-            guard call(path, { lstat($0, &st) }) == 0 else { return }
-            if st.st_mode & S_IFMT == S_IFDIR {
-                if let dir = call(path, { opendir($0) }) {
-                    var names: [[UInt8]] = []
-                    while let entry = readdir(dir) {
-                        let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
-                        if name != [0x2E] && name != [0x2E, 0x2E] { names.append(name) }
-                    }
-                    closedir(dir)
-                    for name in names { removeTree(path + [0x2F] + name) }
-                }
-                _ = call(path) { rmdir($0) }
-            } else {
-                _ = call(path) { Glibc.unlink($0) }
-            }
-        }
+        func removeAll() { try? ScratchDirectory.removeTree(path) }
 
         /// Calls `body` with the bytes as a C string.
         static func call<R>(_ bytes: [UInt8], _ body: (UnsafePointer<CChar>) -> R) -> R {
@@ -529,22 +498,6 @@ extension InotifyWatcherTests {
             try scratch.write(name)
             let seen = await wait { $0.contains(.closedAfterWrite(RelativePath(name))) }
             try #require(seen, "barrier \(name) never arrived")
-        }
-    }
-
-    /// A small seeded random number generator (SplitMix64), so a failing seed replays.
-    struct SplitMix {
-        var state: UInt64
-
-        init(seed: UInt64) { state = seed }
-
-        /// The next number.
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
         }
     }
 

@@ -2,6 +2,7 @@ import Glibc
 import KeepSyncCore
 import KeepSyncLinux
 import Testing
+import KeepSyncTestSupport
 
 @Suite("JournalBookmarkStore")
 struct JournalBookmarkStoreTests {
@@ -10,12 +11,7 @@ struct JournalBookmarkStoreTests {
         let path: [UInt8]
 
         init() throws {
-            var template = Array("/tmp/keepsync-store-XXXXXX".utf8) + [0]
-            let made = template.withUnsafeMutableBufferPointer { buf in
-                buf.withMemoryRebound(to: CChar.self) { mkdtemp($0.baseAddress!) != nil }
-            }
-            try #require(made, "mkdtemp failed: errno \(errno)")
-            path = Array(template.dropLast())
+            path = try ScratchDirectory.make(prefix: "keepsync-store")
         }
 
         func file(_ name: String) -> [UInt8] { path + [0x2F] + Array(name.utf8) }
@@ -61,27 +57,12 @@ struct JournalBookmarkStoreTests {
         }
 
         /// Deletes the directory and the files in it.
-        func remove() {
-            for name in names() { delete(name) }
-            _ = withCString(path) { rmdir($0) }
-        }
+        func remove() { try? ScratchDirectory.removeTree(path) }
 
         private func withCString<R>(_ bytes: [UInt8], _ body: (UnsafePointer<CChar>) -> R) -> R {
             (bytes + [0]).withUnsafeBufferPointer { buf in
                 buf.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
             }
-        }
-    }
-
-    /// A small deterministic generator (SplitMix64), so failures replay.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
         }
     }
 
@@ -393,7 +374,7 @@ struct JournalBookmarkStoreTests {
         let log = RecordJournalCodec.encodeLogHeader(generation: 3)
             + Self.batches[1...].map(RecordJournalCodec.encodeBatch).reduce([], +)
         let prefixes = (1...Self.batches.count).map { Self.applying(Array(Self.batches[..<$0])) }
-        var rng = SeededGenerator(state: 20_261_202)
+        var rng = SplitMix64(seed: 20_261_202)
 
         for iteration in 0..<100 {
             let hitsSnapshot = Bool.random(using: &rng)

@@ -39,11 +39,11 @@ struct LiveMirrorTests {
             let source = live.source
             for d in 0..<50 { try LiveFS.mkdir(source + Array("/d\(d)".utf8), mode: 0o755) }
             try await live.expectConverges("50 empty directories")
-            let watched = try await eventually(timeout: .seconds(10)) { live.watcher.watchedDirectories == 51 }
+            let watched = await eventually(timeout: .seconds(10)) { live.watcher.watchedDirectories == 51 }
             try #require(watched, "the watcher watches \(live.watcher.watchedDirectories) directories, not 51")
             gate.arm()
             try LiveFS.writeFile(source + Array("/trigger".utf8), [])
-            let held = try await eventually(timeout: .seconds(10)) { gate.isHolding }
+            let held = await eventually(timeout: .seconds(10)) { gate.isHolding }
             try #require(held, "the watcher thread never read the trigger event")
 
             let clock = ContinuousClock()
@@ -184,8 +184,8 @@ struct LiveMirrorTests {
     @Test("a seeded random workload converges when the agent is stopped in the middle, part of it lands while nobody watches, and the agent restarts",
           arguments: Array(1...4) as [UInt64])
     func randomWorkloadAcrossARestartConverges(seed: UInt64) async throws {
-        let root = try LiveFS.makeTemporaryDirectory()
-        defer { try? LiveFS.removeTree(root) }
+        let root = try ScratchDirectory.make(prefix: "keepsync-live")
+        defer { try? ScratchDirectory.removeTree(root) }
         for (name, mode) in [("S", 0o755), ("M", 0o755), ("T", 0o700), ("O", 0o755)] as [(String, mode_t)] {
             try LiveFS.mkdir(root + Array("/\(name)".utf8), mode: mode)
         }
@@ -280,7 +280,7 @@ extension LiveMirrorTests {
 
         /// Builds the source with `prepare`, then runs the initial full pass.
         init(_ prepare: ([UInt8]) throws -> Void) async throws {
-            root = try LiveFS.makeTemporaryDirectory()
+            root = try ScratchDirectory.make(prefix: "keepsync-live")
             source = root + Array("/S".utf8)
             mirror = root + Array("/M".utf8)
             outside = root + Array("/O".utf8)
@@ -296,7 +296,7 @@ extension LiveMirrorTests {
             manager = SyncManager(engine: engine, source: racing, mirror: LocalMirror(mirrorTree), clock: clock, timing: .init(), executor: .inline)
         }
 
-        deinit { try? LiveFS.removeTree(root) }
+        deinit { try? ScratchDirectory.removeTree(root) }
 
         func path(_ relative: String) -> [UInt8] { source + [0x2F] + Array(relative.utf8) }
 
@@ -337,7 +337,7 @@ extension LiveMirrorTests {
         try LiveFS.chmod(replay.path("a/f"), 0o600)
         try LiveFS.chmod(replay.path("a"), 0o750)
         let doomed = replay.path("a/sub")
-        replay.racing.beforeListing(RelativePath("a/sub")) { try? LiveFS.removeTree(doomed) }
+        replay.racing.beforeListing(RelativePath("a/sub")) { try? ScratchDirectory.removeTree(doomed) }
         await replay.receive([.changed(RelativePath("a")), .changed(RelativePath("a/f"))])
         replay.clock.advance(by: .milliseconds(100))
         await replay.manager.processDue()
@@ -362,7 +362,7 @@ extension LiveMirrorTests {
             try LiveFS.writeFile(source + Array("/c/g".utf8), Array("c\n".utf8))
         }
         let doomed = replay.path("b/sub")
-        replay.racing.beforeListing(RelativePath("b/sub")) { try? LiveFS.removeTree(doomed) }
+        replay.racing.beforeListing(RelativePath("b/sub")) { try? ScratchDirectory.removeTree(doomed) }
         await replay.manager.requestFullResync()
         await replay.manager.processDue()
         await replay.receive([.removed(RelativePath("b/sub/x")), .removed(RelativePath("b/sub"))])
@@ -413,8 +413,8 @@ extension LiveMirrorTests {
     /// before the agent starts); stops the agent and removes the dirs afterwards.
     func withLiveAgent(logLevel: LogLevel = .warning, hold: WatcherGate? = nil, prepare: ([UInt8]) throws -> Void = { _ in },
                        _ body: (LiveAgent) async throws -> Void) async throws {
-        let root = try LiveFS.makeTemporaryDirectory()
-        defer { try? LiveFS.removeTree(root) }
+        let root = try ScratchDirectory.make(prefix: "keepsync-live")
+        defer { try? ScratchDirectory.removeTree(root) }
         try LiveFS.mkdir(root + Array("/S".utf8), mode: 0o755)
         try LiveFS.mkdir(root + Array("/M".utf8), mode: 0o755)
         try LiveFS.mkdir(root + Array("/T".utf8), mode: 0o700)
@@ -431,7 +431,7 @@ extension LiveMirrorTests {
         let t0 = clock.now
         await live.shutdown()
         let t1 = clock.now
-        try? LiveFS.removeTree(root)
+        try? ScratchDirectory.removeTree(root)
         if clock.now - t0 > .seconds(5) { print("LiveMirrorTests: shutdown took \(t1 - t0), removing the temp dirs \(clock.now - t1)") }
     }
 
@@ -459,17 +459,6 @@ extension LiveMirrorTests {
                 return !s.opened && s.holding
             }
             if release { semaphore.signal() }
-        }
-    }
-
-    /// Polls `condition` every 10 ms until it holds (true) or `timeout` passes (false).
-    func eventually(timeout: Duration, _ condition: () async throws -> Bool) async throws -> Bool {
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        while true {
-            if try await condition() { return true }
-            if clock.now >= deadline { return false }
-            try await Task.sleep(for: .milliseconds(10))
         }
     }
 
@@ -723,37 +712,13 @@ extension LiveMirrorTests {
 // MARK: - Random workload
 
 extension LiveMirrorTests {
-    /// SplitMix64: small, seedable, reproducible.
-    struct SeededRandom {
-        var state: UInt64
-        init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 ^ 0xD1B5_4A32_D192_ED03 }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(max(n, 1))) }
-        mutating func pick<T>(_ list: [T]) -> T { list[below(list.count)] }
-        mutating func bytes(_ count: Int) -> [UInt8] {
-            var out: [UInt8] = []
-            out.reserveCapacity(count + 8)
-            while out.count < count {
-                var word = next()
-                for _ in 0..<8 { out.append(UInt8(truncatingIfNeeded: word)); word >>= 8 }
-            }
-            return Array(out.prefix(count))
-        }
-    }
-
     /// Random operations on the real source tree, tracking what it holds so that every
     /// operation is valid. Names are sometimes not UTF-8.
     struct Workload {
         let source: [UInt8]
         /// A directory beside the source (same file system) for moves in and out.
         let outside: [UInt8]
-        var random: SeededRandom
+        var random: SplitMix64
         var directories: [[UInt8]] = [[]]
         var files: [[UInt8]] = []
         var links: [[UInt8]] = []
@@ -763,7 +728,7 @@ extension LiveMirrorTests {
         init(source: [UInt8], outside: [UInt8], seed: UInt64) {
             self.source = source
             self.outside = outside
-            random = SeededRandom(seed: seed)
+            random = SplitMix64(seed: seed)
         }
 
         func absolute(_ relative: [UInt8]) -> [UInt8] { relative.isEmpty ? source : source + [0x2F] + relative }
@@ -926,7 +891,7 @@ extension LiveMirrorTests {
                 return try makeDirectory()
             case "rm -r":
                 let d = random.pick(nonRootDirectories)
-                try LiveFS.removeTree(absolute(d))
+                try ScratchDirectory.removeTree(absolute(d))
                 forget(d)
                 return note(op, d)
             case "symlink":
@@ -1008,7 +973,7 @@ extension LiveMirrorTests {
         /// `kind` in its place.
         mutating func replace(_ path: [UInt8], by kind: mode_t, _ op: String) throws -> String {
             if LiveFS.lstat(absolute(path)).map({ $0.st_mode & S_IFMT == S_IFDIR }) == true {
-                try LiveFS.removeTree(absolute(path))
+                try ScratchDirectory.removeTree(absolute(path))
             } else {
                 try LiveFS.unlink(absolute(path))
             }
@@ -1075,12 +1040,6 @@ extension LiveMirrorTests {
             }
         }
 
-        static func makeTemporaryDirectory() throws -> [UInt8] {
-            var template = Array("/tmp/keepsync-live-XXXXXX".utf8).map { CChar(bitPattern: $0) } + [0]
-            guard let p = mkdtemp(&template) else { throw Failure(call: "mkdtemp", path: Array("/tmp".utf8), code: errno) }
-            return Array(UnsafeRawBufferPointer(start: p, count: strlen(p)))
-        }
-
         static func mkdir(_ path: [UInt8], mode: mode_t) throws {
             try check(withCPath(path) { Glibc.mkdir($0, mode) }, "mkdir", path)
             try chmod(path, mode)
@@ -1125,7 +1084,7 @@ extension LiveMirrorTests {
 
         /// `size` bytes: 1 MiB blocks of seeded noise, each stamped with its index.
         static func writeLargeFile(_ path: [UInt8], size: Int, seed: UInt64) throws {
-            var random = SeededRandom(seed: seed)
+            var random = SplitMix64(seed: seed)
             var block = random.bytes(1 << 20)
             let fd = withCPath(path) { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644) }
             guard fd >= 0 else { throw Failure(call: "open", path: path, code: errno) }
@@ -1219,16 +1178,5 @@ extension LiveMirrorTests {
             return names
         }
 
-        /// rm -rf, never following links.
-        static func removeTree(_ path: [UInt8]) throws {
-            guard let st = lstat(path) else { return }
-            if st.st_mode & S_IFMT == S_IFDIR {
-                if st.st_mode & 0o700 != 0o700 { try chmod(path, 0o700) }
-                for name in try list(path) { try removeTree(path + [0x2F] + name) }
-                try check(withCPath(path) { rmdir($0) }, "rmdir", path)
-            } else {
-                try unlink(path)
-            }
-        }
     }
 }

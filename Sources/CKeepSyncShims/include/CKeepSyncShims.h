@@ -26,7 +26,6 @@ int ks_statx(int dirfd, const char *path, int empty_path, struct ks_stat *out);
 
 /* Thin wrappers for calls and constants Glibc's Swift overlay hides. No logic. */
 
-int ks_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 ssize_t ks_copy_file_range(int fd_in, int fd_out, size_t len);
 int ks_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
 int ks_syncfs(int fd);
@@ -35,21 +34,13 @@ int ks_getversion(int fd, uint64_t *out);
 int ks_flock(int fd, int op);
 int ks_mallopt_arena_max(int n);
 
-int ks_errno_enosys(void);
-unsigned int ks_rename_noreplace(void);
-unsigned int ks_rename_exchange(void);
 uint64_t ks_resolve_beneath(void);
 uint64_t ks_resolve_no_symlinks(void);
-int ks_o_tmpfile(void);
 int ks_o_directory(void);
 int ks_o_nofollow(void);
-int ks_o_cloexec(void);
-int ks_o_path(void);
 long ks_utime_omit(void);
-long ks_utime_now(void);
 int ks_at_symlink_nofollow(void);
 int ks_at_removedir(void);
 int ks_lock_ex_nb(void);
-int ks_lock_un(void);
 
 #endif

@@ -16,6 +16,8 @@ struct Errno: Error, Equatable, Sendable {
     static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
     static let crossDevice = Errno(rawValue: EXDEV)
     static let noSystemCall = Errno(rawValue: ENOSYS)
+    static let notATypewriter = Errno(rawValue: ENOTTY)
+    static let notSupported = Errno(rawValue: EOPNOTSUPP)
 
     /// The current thread's errno.
     static var current: Errno { Errno(rawValue: errno) }
@@ -40,6 +42,14 @@ struct Errno: Error, Equatable, Sendable {
     func error(_ call: String, path: RelativePath? = nil) -> KeepSyncError {
         KeepSyncError(code, "\(call): \(text)", path: path, errno: rawValue)
     }
+}
+
+/// A call that failed, for helpers that make more than one.
+struct FailedCall: Error {
+    /// The call's name.
+    let call: String
+    /// Its errno.
+    let errno: Errno
 }
 
 /// Runs a C call returning -1 on error; retries on EINTR when asked.

@@ -9,6 +9,10 @@ struct FileDescriptor: Sendable, Hashable {
 
     /// The current directory, for calls that take a dirfd.
     static let currentDirectory = FileDescriptor(rawValue: AT_FDCWD)
+    /// Standard output.
+    static let standardOutput = FileDescriptor(rawValue: 1)
+    /// Standard error.
+    static let standardError = FileDescriptor(rawValue: 2)
 
     /// Closes the descriptor, ignoring errors (never retried).
     func close() { _ = Glibc.close(rawValue) }
@@ -20,6 +24,13 @@ struct FileDescriptor: Sendable, Hashable {
         return FileStat(st)
     }
 
+    /// `ioctl(FS_IOC_GETVERSION)`: the inode generation (ENOTTY where the file system has none).
+    func generation() throws(Errno) -> UInt32 {
+        var value: UInt64 = 0
+        _ = try valueOrErrno { ks_getversion(rawValue, &value) }
+        return UInt32(truncatingIfNeeded: value)
+    }
+
     /// `fsync`.
     func sync() throws(Errno) { _ = try valueOrErrno { fsync(rawValue) } }
 
@@ -29,6 +40,21 @@ struct FileDescriptor: Sendable, Hashable {
     /// Reads into a buffer; 0 at end of file.
     func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
         try valueOrErrno { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Copies from the current offsets to the end by `read` and `write` through one 1 MiB
+    /// buffer (for where `copy_file_range` cannot); a failure names its call.
+    func copyToEnd(to dest: FileDescriptor) throws(FailedCall) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buffer.deallocate() }
+        while true {
+            let n: Int
+            do throws(Errno) { n = try read(into: buffer) } catch { throw FailedCall(call: "read", errno: error) }
+            if n == 0 { return }
+            do throws(Errno) { try dest.writeAll(UnsafeRawBufferPointer(rebasing: buffer[..<n])) } catch {
+                throw FailedCall(call: "write", errno: error)
+            }
+        }
     }
 
     /// Reads up to `count` bytes.
@@ -92,6 +118,26 @@ struct FileDescriptor: Sendable, Hashable {
     func truncate(_ size: UInt64) throws(Errno) { _ = try valueOrErrno { ftruncate(rawValue, off_t(size)) } }
 
     /// Moves the offset to the end; returns it.
+    /// `lseek` to `offset` from the start.
+    func seek(to offset: UInt64) throws(Errno) { _ = try valueOrErrno { lseek(rawValue, off_t(offset), SEEK_SET) } }
+
+    /// `pwrite` of all of `bytes` at `offset` (the file offset does not move).
+    func write(_ bytes: [UInt8], at offset: UInt64) throws(Errno) {
+        var failure: Errno?
+        bytes.withUnsafeBytes { buf in
+            var done = 0
+            while done < buf.count {
+                do throws(Errno) {
+                    done += try valueOrErrno { pwrite(rawValue, buf.baseAddress! + done, buf.count - done, off_t(offset) + off_t(done)) }
+                } catch {
+                    failure = error
+                    return
+                }
+            }
+        }
+        if let failure { throw failure }
+    }
+
     @discardableResult
     func seekToEnd() throws(Errno) -> UInt64 { UInt64(try valueOrErrno { lseek(rawValue, 0, SEEK_END) }) }
 

@@ -1,0 +1,35 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Waits until `condition` holds (true) or `timeout` of real time passes (false),
+/// trying again every `interval`; an interval of zero yields instead of sleeping (for
+/// work that needs only the task pool, as in the Core tests, which never sleep).
+public func eventually(timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(10),
+                       _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    while true {
+        if try await condition() { return true }
+        if clock.now >= deadline { return false }
+        if interval == .zero {
+            await Task.yield()
+        } else {
+            try? await Task.sleep(for: interval)
+        }
+    }
+}
+
+/// The blocking form of `eventually`, for teardown paths that cannot await and for
+/// moments that must not wait for a busy task pool to resume the test.
+public func eventuallyBlocking(timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(10),
+                               _ condition: () throws -> Bool) rethrows -> Bool {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    while true {
+        if try condition() { return true }
+        if clock.now >= deadline { return false }
+        let (seconds, attoseconds) = interval.components
+        usleep(UInt32(seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
+    }
+}
