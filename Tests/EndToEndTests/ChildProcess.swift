@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import KeepSyncTestSupport
 
 /// Runs a program as a child process with raw byte arguments and an explicit
 /// environment, capturing stdout, stderr and the exit status, with a timeout.
@@ -22,11 +23,11 @@ enum ChildProcess {
         }
         for fd in outPipe + errPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
 
-        let argv = cStrings([executable] + arguments)
-        let envp = cStrings(environment.sorted { $0.key < $1.key }.map { Array("\($0.key)=\($0.value)".utf8) })
+        let argv = ChildSpawning.cStrings([executable] + arguments)
+        let envp = ChildSpawning.environmentStrings(environment)
         defer {
-            for p in argv { release(p) }
-            for p in envp { release(p) }
+            ChildSpawning.release(argv)
+            ChildSpawning.release(envp)
         }
 
         var actions = posix_spawn_file_actions_t()
@@ -80,27 +81,7 @@ enum ChildProcess {
         }
         for f in fds where f.fd >= 0 { close(f.fd) }
 
-        var wstatus: Int32 = 0
-        while waitpid(pid, &wstatus, 0) < 0 && errno == EINTR {}
-        let status: Int32
-        if wstatus & 0x7f == 0 {
-            status = (wstatus >> 8) & 0xff
-        } else {
-            status = 128 + (wstatus & 0x7f)
-        }
+        let status = ChildSpawning.reap(pid)
         return ProcessResult(status: status, stdout: out, stderr: err, timedOut: timedOut)
-    }
-
-    private static func cStrings(_ list: [[UInt8]]) -> [UnsafeMutablePointer<CChar>?] {
-        list.map { bytes in
-            let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
-            for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
-            p[bytes.count] = 0
-            return p
-        } + [nil]
-    }
-
-    private static func release(_ p: UnsafeMutablePointer<CChar>?) {
-        p?.deallocate()
     }
 }

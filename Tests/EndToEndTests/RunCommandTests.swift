@@ -314,11 +314,11 @@ extension RunCommandTests {
 
         init(binary: [UInt8], arguments: [[UInt8]], environment: [String: String], stderrPath: [UInt8]) throws {
             self.stderrPath = stderrPath
-            let argv = Self.cStrings([binary] + arguments)
-            let envp = Self.cStrings(environment.sorted { $0.key < $1.key }.map { Array("\($0.key)=\($0.value)".utf8) })
+            let argv = ChildSpawning.cStrings([binary] + arguments)
+            let envp = ChildSpawning.environmentStrings(environment)
             defer {
-                for p in argv { p?.deallocate() }
-                for p in envp { p?.deallocate() }
+                ChildSpawning.release(argv)
+                ChildSpawning.release(envp)
             }
             var actions = posix_spawn_file_actions_t()
             posix_spawn_file_actions_init(&actions)
@@ -327,13 +327,11 @@ extension RunCommandTests {
             let outPath = stderrPath + Array(".stdout".utf8)
             FS.withCPath(outPath) { _ = posix_spawn_file_actions_addopen(&actions, 1, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
             FS.withCPath(stderrPath) { _ = posix_spawn_file_actions_addopen(&actions, 2, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
-            // Pipes other tests are creating right now must not leak into this long-lived child
-            // (glibc >= 2.34; Swift's Glibc module does not import the _np declaration).
-            if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
+            if let closeFrom = ChildSpawning.addCloseFrom { _ = closeFrom(&actions, 3) }
             var attributes = posix_spawnattr_t()
             posix_spawnattr_init(&attributes)
             defer { posix_spawnattr_destroy(&attributes) }
-            posix_spawnattr_setflags(&attributes, Int16(Self.resetSignals(&attributes)))
+            posix_spawnattr_setflags(&attributes, Int16(ChildSpawning.resetSignals(&attributes)))
             var pid: pid_t = 0
             let rc = posix_spawn(&pid, argv[0]!, &actions, &attributes, argv, envp)
             guard rc == 0 else { throw SpawnError(description: "posix_spawn keepsync: errno \(rc)") }
@@ -342,25 +340,11 @@ extension RunCommandTests {
 
         deinit { killNow() }
 
-        /// The child must not inherit the test runner's signal mask or ignored signals
-        /// (strace would never see the SIGTERM that detaches it); returns the spawn flags.
-        static func resetSignals(_ attributes: inout posix_spawnattr_t) -> Int32 {
-            var none = sigset_t()
-            sigemptyset(&none)
-            posix_spawnattr_setsigmask(&attributes, &none)
-            var defaults = sigset_t()
-            sigemptyset(&defaults)
-            for s in [SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGPIPE, SIGQUIT] { sigaddset(&defaults, s) }
-            posix_spawnattr_setsigdefault(&attributes, &defaults)
-            return Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
-        }
-
         /// SIGKILL and reap, if still running.
         func killNow() {
             guard poll() == nil else { return }
             kill(pid, SIGKILL)
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            _ = ChildSpawning.reap(pid)
             exitStatus = 128 + SIGKILL
         }
 
@@ -370,9 +354,7 @@ extension RunCommandTests {
         @discardableResult
         func poll() -> Int32? {
             if let exitStatus { return exitStatus }
-            var status: Int32 = 0
-            guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
-            exitStatus = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            exitStatus = ChildSpawning.poll(pid)
             return exitStatus
         }
 
@@ -389,20 +371,6 @@ extension RunCommandTests {
             String(decoding: (try? FS.readFile(stderrPath)) ?? [], as: UTF8.self).split(separator: "\n").map(String.init)
         }
 
-        typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-        static let addCloseFrom: AddCloseFrom? = {
-            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
-            return unsafeBitCast(symbol, to: AddCloseFrom.self)
-        }()
-
-        private static func cStrings(_ list: [[UInt8]]) -> [UnsafeMutablePointer<CChar>?] {
-            list.map { bytes in
-                let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
-                for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
-                p[bytes.count] = 0
-                return p
-            } + [nil]
-        }
     }
 
     /// `T/status.json` as an object, nil while absent or unreadable.

@@ -40,11 +40,11 @@ final class BackgroundChild {
     }
 
     init(_ executable: [UInt8], arguments: [[UInt8]], environment: [String: String], output: Output) throws {
-        let argv = Self.cStrings([executable] + arguments)
-        let envp = Self.cStrings(environment.sorted { $0.key < $1.key }.map { Array("\($0.key)=\($0.value)".utf8) })
+        let argv = ChildSpawning.cStrings([executable] + arguments)
+        let envp = ChildSpawning.environmentStrings(environment)
         defer {
-            for p in argv { p?.deallocate() }
-            for p in envp { p?.deallocate() }
+            ChildSpawning.release(argv)
+            ChildSpawning.release(envp)
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -52,7 +52,7 @@ final class BackgroundChild {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        var flags = RunCommandTests.Agent.resetSignals(&attributes)
+        var flags = ChildSpawning.resetSignals(&attributes)
         switch output {
         case .files(let base):
             stdoutPath = base + Array(".stdout".utf8)
@@ -72,7 +72,7 @@ final class BackgroundChild {
         }
         posix_spawnattr_setflags(&attributes, Int16(flags))
         // Descriptors other tests are creating right now must not leak into this child.
-        if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
+        if let closeFrom = ChildSpawning.addCloseFrom { _ = closeFrom(&actions, 3) }
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, argv[0]!, &actions, &attributes, argv, envp)
         guard rc == 0 else { throw SpawnError(description: "posix_spawn \(ByteEscaping.escape(executable)): errno \(rc)") }
@@ -85,8 +85,7 @@ final class BackgroundChild {
     func killNow() {
         guard poll() == nil else { return }
         kill(pid, SIGKILL)
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        _ = ChildSpawning.reap(pid)
         exitStatus = 128 + SIGKILL
     }
 
@@ -96,9 +95,7 @@ final class BackgroundChild {
     @discardableResult
     func poll() -> Int32? {
         if let exitStatus { return exitStatus }
-        var status: Int32 = 0
-        guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
-        exitStatus = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        exitStatus = ChildSpawning.poll(pid)
         return exitStatus
     }
 
@@ -122,20 +119,6 @@ final class BackgroundChild {
     /// For failure messages.
     var diagnostics: String { "--- keepsync (pid \(pid)) stderr ---\n" + stderrText }
 
-    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-    static let addCloseFrom: AddCloseFrom? = {
-        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
-        return unsafeBitCast(symbol, to: AddCloseFrom.self)
-    }()
-
-    static func cStrings(_ list: [[UInt8]]) -> [UnsafeMutablePointer<CChar>?] {
-        list.map { bytes in
-            let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
-            for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
-            p[bytes.count] = 0
-            return p
-        } + [nil]
-    }
 }
 
 /// A pseudo-terminal: the test holds the master (and keeps a slave descriptor open so
