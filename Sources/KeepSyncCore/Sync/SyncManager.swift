@@ -87,13 +87,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         }
     }
 
-    struct Pending {
-        var first: C.Instant
-        var deadline: C.Instant
-        /// Something at or below the path was removed live (not braked).
-        var removal = false
-    }
-
     let engine: SyncEngine
     let source: any FileSystemProviding
     let mirror: any FileAccessorProviding
@@ -103,7 +96,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     let executor: CopyExecutor
     let logger: Logger
     /// Paths that happen in the same millisecond are processed together.
-    var pending: [RelativePath: Pending] = [:]
+    var pending: SettleQueue<C.Instant>
     var fullResyncRequested = false
     var copyQueue: [RelativePath] = []
     var queued: Set<RelativePath> = []
@@ -123,8 +116,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var errors: [RelativePath: String] = [:]
     /// Failed paths, tried again on their own after a backoff (1 s doubling to 60 s);
     /// not counted as pending. A full or read-only mirror is not retried per path.
-    var retryAt: [RelativePath: C.Instant] = [:]
-    var retryAttempts: [RelativePath: Int] = [:]
+    var retries = RetryBackoff<C.Instant>()
     /// While the mirror is full or read-only: when to probe it next. A probe that writes
     /// starts a full resync, which redoes what failed.
     var mirrorProbeAt: C.Instant?
@@ -184,6 +176,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         self.mirror = mirror
         self.clock = clock
         self.timing = timing
+        pending = SettleQueue(settle: timing.settle, maxDelay: timing.maxDelay)
         self.executor = executor
         self.logger = logger
         appender = RecordAppender(scheduler: executor.records ?? .serialQueue())
@@ -200,6 +193,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Changes timing and options (SIGHUP).
     public func reconfigure(timing: Timing, options: SyncOptions) {
         self.timing = timing
+        pending.settle = timing.settle
+        pending.maxDelay = timing.maxDelay
         engine.options = options
     }
 
@@ -245,16 +240,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             inFlight[path] = true
             if !immediately { return }
         }
-        let settleAt = immediately ? now : now.advanced(by: timing.settle)
-        if var p = pending[path] {
-            let cap = p.first.advanced(by: timing.maxDelay)
-            p.deadline = min(settleAt, cap)
-            p.removal = p.removal || removal
-            pending[path] = p
-        } else {
-            pending[path] = Pending(first: now, deadline: immediately ? now : min(settleAt, now.advanced(by: timing.maxDelay)),
-                                    removal: removal)
-        }
+        pending.add(path, now: now, immediately: immediately, removal: removal)
     }
 
     func move(from: RelativePath, to: RelativePath, now: C.Instant) {
@@ -262,18 +248,11 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         let fromExcluded = excludes.excludes(from, isDirectory: false) && excludes.excludes(from, isDirectory: true)
         let toExcluded = excludes.excludes(to, isDirectory: false) && excludes.excludes(to, isDirectory: true)
         let busy = inFlight.keys.contains { $0.isWithin(from) || $0.isWithin(to) }
-        if !fromExcluded, !toExcluded, !busy, pending[from] == nil {
+        if !fromExcluded, !toExcluded, !busy, !pending.contains(from) {
             do {
                 if try engine.applyRename(from: from, to: to) {
                     // What was pending below `from` is now below `to`.
-                    for (path, entry) in pending where path != from && path.isWithin(from) {
-                        pending[path] = nil
-                        if let moved = path.rebased(from: from, to: to) {
-                            var e = entry
-                            if let existing = pending[moved] { e.removal = e.removal || existing.removal }
-                            pending[moved] = e
-                        }
-                    }
+                    pending.move(below: from, to: to)
                     if let parent = from.parent { directoriesToFix.insert(parent) }
                     if let parent = to.parent { directoriesToFix.insert(parent) }
                     enqueue(to, now: now, immediately: false)
@@ -293,9 +272,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     public func nextDeadline() -> C.Instant? {
         if fullResyncRequested { return clock.now }
         if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return clock.now }
-        var next = pending.values.map(\.deadline).min()
+        var next = pending.nextDeadline
         let linked = linkedSince?.advanced(by: timing.maxDelay)
-        for at in [retryAt.values.min(), mirrorProbeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
+        for at in [retries.nextDeadline, mirrorProbeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
         if appender.hasBacklog, let at = lastAppendAt {
             let retry = at.advanced(by: recordRetryDelay)
             next = min(next ?? retry, retry)
@@ -314,22 +293,15 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         let start = clock.now
         if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
         if let since = linkedSince, since.advanced(by: timing.maxDelay) <= start { queueOtherLinks() }
-        let retries = retryAt.filter { $0.value <= start }.keys.sorted()
-        for path in retries {
-            retryAt[path] = nil
-            if pending[path] == nil { pending[path] = Pending(first: start, deadline: start) }
-        }
+        for path in retries.takeDue(now: start) { pending.addIfAbsent(path, at: start) }
         let verify = !fullResyncRequested && verifyAt.map { $0 <= start } == true
         if fullResyncRequested || verify {
             fullResyncRequested = false
             fullResync(label: verify ? "verify" : "full pass")
         }
         let now = clock.now
-        let dueEntries = pending.filter { $0.value.deadline <= now }
-        let due = dueEntries.keys.sorted()
+        let (due, liveRemovals) = pending.takeDue(now: now)
         guard !due.isEmpty else { return finishRound() }
-        for path in due { pending[path] = nil }
-        let liveRemovals = dueEntries.filter(\.value.removal).map(\.key)
         var last: RelativePath?
         holdingCopies = true
         defer {
@@ -342,7 +314,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             // Copies still running below it would race a removal: wait for them.
             if inFlight.keys.contains(where: { $0 != path && $0.isWithin(path) }) {
                 let later = clock.now.advanced(by: timing.settle)
-                pending[path] = Pending(first: later, deadline: later)
+                pending.replace(path, at: later)
                 continue
             }
             process(path, liveRemovals: liveRemovals)
@@ -415,17 +387,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// read-only, else the path alone after its backoff.
     func scheduleRetry(_ path: RelativePath, _ error: any Error) {
         if let e = error as? KeepSyncError, Self.blocksMirror(e.code) { return blockMirror(e) }
-        let n = (retryAttempts[path] ?? 0) + 1
-        retryAttempts[path] = n
-        retryAt[path] = clock.now.advanced(by: .seconds(min(60, 1 << min(6, n - 1))))
+        retries.schedule(path, now: clock.now)
     }
 
     /// Forgets the failures of `scope` and below (they synced or vanished); paths whose
     /// copy is still to come keep their count, so that their backoff keeps growing.
     func clearFailures(within scope: RelativePath, except copies: [RelativePath] = []) {
-        let keep = Set(copies)
-        for key in retryAt.keys where key.isWithin(scope) { retryAt[key] = nil }
-        for key in retryAttempts.keys where key.isWithin(scope) && !keep.contains(key) { retryAttempts[key] = nil }
+        retries.clear(within: scope, keep: Set(copies))
     }
 
     func blockMirror(_ error: KeepSyncError) {
@@ -774,7 +742,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     public func snapshot() -> Snapshot {
         let files = engine.records.records.regularFiles
         let bytes = engine.records.records.regularBytes
-        var queuedPaths = Set(pending.keys)
+        var queuedPaths = Set(pending.paths)
         queuedPaths.formUnion(queued)
         queuedPaths.formUnion(inFlight.keys)
         return Snapshot(pending: queuedPaths.count, errors: errors, files: files, bytes: bytes,
