@@ -84,8 +84,8 @@ public final class SyncEngine {
     let store: any BookmarkStorageProviding
     /// The records as the store holds them.
     public private(set) var records: RecordSet
-    /// Options of the passes.
-    public var options: SyncOptions
+    /// Options of the passes (`reconfigure` changes them between passes).
+    public private(set) var options: SyncOptions
     let logger: Logger
     var warnedSpecial: Set<RelativePath> = []
     var pendingChanges: [RecordChange] = []
@@ -201,6 +201,11 @@ public final class SyncEngine {
         self.logger = logger
     }
 
+    /// Takes new options (SIGHUP) for the passes that follow.
+    public func reconfigure(_ options: SyncOptions) {
+        self.options = options
+    }
+
     var planner: Planner { Planner(deleteEnabled: options.deleteEnabled) }
 
     // MARK: Scan
@@ -265,31 +270,21 @@ public final class SyncEngine {
 
     // MARK: Apply
 
-    /// True when the brake holds this scan's deletions.
-    public func brakeHolds(_ scan: SyncScan, exempt: Set<RelativePath> = []) -> Bool {
-        var deletions = scan.deletions
-        if !exempt.isEmpty {
-            for step in scan.steps {
-                if case .path(let state, let actions, let removed) = step, exempt.contains(state.path),
-                   actions.contains(where: \.isDeletion) { deletions -= removed }
-            }
-        }
-        guard !options.allowMassDelete, options.maxDeletePercent < 100, deletions > 10 else { return false }
-        return deletions * 100 > options.maxDeletePercent * max(scan.mirrorEntries, 1)
-    }
+    /// True when the options' brake holds this scan's deletions.
+    public func brakeHolds(_ scan: SyncScan) -> Bool { MassDeleteBrake(options).holds(scan) }
 
     /// Applies a scan: every step in order, errors per path, records appended in
     /// batches after the mirror changes they describe are durable.
     /// With `deferCopies`, file copies are not made but listed in
     /// `summary.deferredCopies`, for the caller to run concurrently (`copyFile`) and
     /// record (`recordCopy`).
-    /// Deletions of `exempt` paths (seen live by inotify) are neither counted by the
-    /// brake nor held.
-    public func apply(_ scan: SyncScan, deferCopies: Bool = false, exempt: Set<RelativePath> = []) -> SyncSummary {
+    /// `brake` holds the deletions of a pass with too many (nil: the options' brake).
+    public func apply(_ scan: SyncScan, deferCopies: Bool = false, brake: MassDeleteBrake? = nil) -> SyncSummary {
         var summary = SyncSummary()
         summary.renamed = scan.appliedRenames
         self.deferCopies = deferCopies
-        let hold = brakeHolds(scan, exempt: exempt)
+        let brake = brake ?? MassDeleteBrake(options)
+        let hold = brake.holds(scan)
         var dirty: Set<RelativePath> = []
         var finished: Set<RelativePath> = []
         var refix: Set<RelativePath> = []
@@ -331,7 +326,7 @@ public final class SyncEngine {
             case .path(let state, let actions, let removedEntries):
                 let path = state.path
                 if isBlocked(path) { continue }
-                if hold && actions.contains(where: \.isDeletion) && !exempt.contains(path) {
+                if hold && brake.holds(path, actions: actions) {
                     summary.heldDeletes += removedEntries
                     if state.source?.kind == .directory { blocked.append(path) }
                     continue

@@ -195,7 +195,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         self.timing = timing
         pending.settle = timing.settle
         pending.maxDelay = timing.maxDelay
-        engine.options = options
+        engine.reconfigure(options)
     }
 
     /// The current options.
@@ -344,7 +344,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             hardLinked = scan.hardLinked
             passPlanned = scan.plannedCopies
             passCopied = (0, 0)
-            let summary = engine.apply(scan, deferCopies: true, exempt: exempt)
+            let summary = engine.apply(scan, deferCopies: true, brake: MassDeleteBrake(options, exempt: exempt))
             heldDeletes = summary.heldDeletes
             if summary.heldDeletes > 0 {
                 logger.warning("held \(summary.heldDeletes) deletions: more than \(options.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; send SIGUSR1 after checking, or restart with --allow-mass-delete")
@@ -429,27 +429,23 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         let scope = nearestMirrorScope(path)
         // The whole tree: a full pass, with its root check.
         if scope.isRoot { return fullResync(exempt: Set(liveRemovals)) }
-        var options = engine.options
-        let saved = options
         // Deletions seen live by inotify are not braked: a path that is gone, and the
         // removal events at or below the scope. Deletions a scan of an existing
         // directory infers on its own are, like a full pass's.
-        if (try? source.stat(scope))??.kind != .directory { options.allowMassDelete = true }
-        let exempt = Set(liveRemovals.filter { $0.isWithin(scope) })
-        engine.options = options
-        defer { engine.options = saved }
+        var brake = MassDeleteBrake(engine.options, exempt: Set(liveRemovals.filter { $0.isWithin(scope) }))
+        if (try? source.stat(scope))??.kind != .directory { brake.lifted = true }
         do {
             let scan = try engine.scan(scope)
             hardLinked.formUnion(scan.hardLinked)
             noteLinkedNamesGoing(scan)
-            let summary = engine.apply(scan, deferCopies: true, exempt: exempt)
+            let summary = engine.apply(scan, deferCopies: true, brake: brake)
             noteLinkedChanges(scan)
             let queuedAgain = Set(summary.deferredCopies)
             for key in errors.keys where key.isWithin(scope) && !queuedAgain.contains(key) { errors[key] = nil }
             clearFailures(within: scope, except: summary.deferredCopies)
             if summary.heldDeletes > 0 {
                 heldDeletes = summary.heldDeletes
-                logger.warning("held \(summary.heldDeletes) deletions below \(scope.escaped): more than \(options.maxDeletePercent)% of its entries")
+                logger.warning("held \(summary.heldDeletes) deletions below \(scope.escaped): more than \(brake.maxDeletePercent)% of its entries")
             }
             note(summary)
             for copy in summary.deferredCopies { queueCopy(copy) }
