@@ -214,7 +214,12 @@ public struct CommandRunner: Sendable {
                                                           totalBytes: planned.bytes, seconds: seconds))
             }
         }
-        let summary = engine.apply(scan)
+        var summary = engine.apply(scan)
+        // Records that could not be written fail the run (the writer keeps why).
+        if var failure = engine.recordWriter.failure {
+            if failure.path == nil { failure.path = .root }
+            summary.errors.append(failure)
+        }
         progress.finish()
         try engine.recordRoot(RootIdentity(device: opened.device, inode: opened.inode))
         if summary != SyncSummary() || records.wasDamaged { try store.compact(engine.records) }

@@ -80,12 +80,4 @@ struct RecordsFailureTests {
         #expect(cleared, "still \(left ?? "")")
         #expect(try store.load().records[Self.p("d")] != nil, "the backlog went out with the next append")
     }
-
-    @Test("a failed report arriving after the recovery does not bring the error back")
-    func reportsInAnyOrder() async throws {
-        let h = ManagerHarness(executor: HeldCopies().executor)
-        await h.manager.recordsRecovered()
-        await h.manager.recordsFailed(KeepSyncError(.io, "an old failure"))
-        #expect(await h.manager.snapshot().errors[.root] == nil)
-    }
 }

@@ -88,12 +88,10 @@ public final class SyncEngine {
     public private(set) var options: SyncOptions
     let logger: Logger
     var warnedSpecial: Set<RelativePath> = []
-    var pendingChanges: [RecordChange] = []
-    var storeError: (any Error)?
     var deferCopies = false
-    /// Where record batches go (in order, durably, off the caller); nil: appended here,
-    /// synchronously, after a barrier.
-    public var appendRecords: (([RecordChange]) -> Void)?
+    /// Where record changes go once their mirror change is made (written durably, in
+    /// order, where its scheduler says).
+    public private(set) var recordWriter: RecordWriter
     /// Called after each file this engine copies itself, with its size.
     public var onCopy: ((UInt64) -> Void)?
     /// Batch size for record appends.
@@ -199,6 +197,14 @@ public final class SyncEngine {
         self.records = records
         self.options = options
         self.logger = logger
+        recordWriter = RecordWriter(mirror: mirror, store: store, scheduler: .immediate, logger: logger)
+    }
+
+    /// Has record writes run where `scheduler` puts them (the manager's choice, made once,
+    /// before its first pass).
+    public func writeRecords(on scheduler: RecordScheduler) {
+        recordWriter.flush()
+        recordWriter = RecordWriter(mirror: mirror, store: store, scheduler: scheduler, logger: logger)
     }
 
     /// Takes new options (SIGHUP) for the passes that follow.
@@ -366,7 +372,7 @@ public final class SyncEngine {
             if hold || blocked.contains(where: { path.isWithin($0) }) { continue }
             change(.remove(path))
         }
-        flushRecords(&summary)
+        recordWriter.flush()
         return summary
     }
 
@@ -579,20 +585,6 @@ public final class SyncEngine {
         return true
     }
 
-    /// Hands over the queued record changes, for the caller to append (in order) with
-    /// `appendDurably`.
-    public func takePendingChanges() -> [RecordChange] {
-        defer { pendingChanges.removeAll(keepingCapacity: true) }
-        return pendingChanges
-    }
-
-    /// Makes the mirror durable, then appends `changes` to the store.
-    public static func appendDurably(_ changes: [RecordChange], mirror: any FileAccessorProviding,
-                                     store: any BookmarkStorageProviding) throws {
-        try mirror.barrier()
-        try store.apply(changes)
-    }
-
     private func report(_ error: any Error, path: RelativePath, into summary: inout SyncSummary) {
         let e = (error as? KeepSyncError) ?? KeepSyncError(.io, "\(error)", path: path)
         var withPath = e
@@ -601,37 +593,10 @@ public final class SyncEngine {
         logger.error("\(withPath.description)")
     }
 
-    /// Queues a record change; appended in batches.
+    /// Queues a record change; written in batches.
     private func change(_ c: RecordChange) {
         records.apply(c)
-        pendingChanges.append(c)
-        if pendingChanges.count >= SyncEngine.batchSize { appendPending() }
-    }
-
-    /// Appends the queued record changes durably; a failure is kept for the summary.
-    private func appendPending() {
-        guard !pendingChanges.isEmpty else { return }
-        if let appendRecords {
-            appendRecords(pendingChanges)
-            pendingChanges.removeAll(keepingCapacity: true)
-            return
-        }
-        do {
-            // Records follow the mirror: what they describe is made durable first.
-            try SyncEngine.appendDurably(pendingChanges, mirror: mirror, store: store)
-            pendingChanges.removeAll(keepingCapacity: true)
-        } catch {
-            storeError = error
-        }
-    }
-
-    /// Appends what is queued and reports a store failure of this pass.
-    func flushRecords(_ summary: inout SyncSummary) {
-        appendPending()
-        if let storeError {
-            report(storeError, path: .root, into: &summary)
-            self.storeError = nil
-        }
+        if recordWriter.add(c) >= SyncEngine.batchSize { recordWriter.flush() }
     }
 
     /// Records the source root's identity when it differs from the stored one.

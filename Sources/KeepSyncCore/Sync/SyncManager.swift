@@ -102,9 +102,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var queued: Set<RelativePath> = []
     /// Copies running; the flag says the path changed again meanwhile.
     var inFlight: [RelativePath: Bool] = [:]
-    /// Record appends (syncfs, then append), in order, off the actor; a failed one is
+    /// Record writes (syncfs, then append), in order, off the actor; a failed one is
     /// retried with the next, or after `recordRetryDelay` when nothing else comes.
-    let appender: RecordAppender
+    var records: RecordWriter { engine.recordWriter }
     var lastAppendAt: C.Instant?
     /// Copy work items running, and how many of them are groups.
     var workers = 0
@@ -179,12 +179,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         pending = SettleQueue(settle: timing.settle, maxDelay: timing.maxDelay)
         self.executor = executor
         self.logger = logger
-        appender = RecordAppender(scheduler: executor.records ?? .serialQueue())
-        // The engine's own appends (a full pass's batches) take the same ordered path.
-        let appender = self.appender, mirror = self.mirror, store = engine.store, reports = recordReports()
-        engine.appendRecords = { changes in
-            appender.append(changes, mirror: mirror, store: store, failed: reports.failed, recovered: reports.recovered)
-        }
+        // Record writes leave the actor (the engine's, a full pass's batches, too).
+        engine.writeRecords(on: executor.records ?? .serialQueue())
     }
 
     /// Sets a callback run after status-relevant changes.
@@ -275,7 +271,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         var next = pending.nextDeadline
         let linked = linkedSince?.advanced(by: timing.maxDelay)
         for at in [retries.nextDeadline, mirrorProbeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
-        if appender.hasBacklog, let at = lastAppendAt {
+        if records.hasBacklog, let at = lastAppendAt {
             let retry = at.advanced(by: recordRetryDelay)
             next = min(next ?? retry, retry)
         }
@@ -285,7 +281,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// How long after a failed record append it is tried again when nothing else comes:
     /// 1 s, doubling up to 30 s.
     var recordRetryDelay: Duration {
-        .seconds(min(30, 1 << min(5, max(0, appender.failures - 1))))
+        .seconds(min(30, 1 << min(5, max(0, records.failures - 1))))
     }
 
     /// Processes a requested full resync and every path whose deadline has passed.
@@ -655,10 +651,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     func flushRecords() {
         unflushed = 0
         showRecordsFailure()
-        let changes = engine.takePendingChanges()
-        guard !changes.isEmpty || appender.hasBacklog else { return }
+        guard records.flush(retryingBacklog: true) else { return }
         lastAppendAt = clock.now
-        engine.appendRecords?(changes)
         // A write that ran at once (an immediate scheduler) shows its outcome now.
         showRecordsFailure()
     }
@@ -671,8 +665,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     @discardableResult
     func showRecordsFailure() -> Bool {
         let shown = errors[.root]?.hasPrefix(SyncManager.recordsError) == true
-        if let failure = appender.failure {
-            errors[.root] = SyncManager.recordsError + failure
+        if let failure = records.failure {
+            errors[.root] = SyncManager.recordsError + failure.message
         } else if shown {
             errors[.root] = nil
             return true
@@ -680,47 +674,26 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         return false
     }
 
-    func recordsRecovered() {
-        if showRecordsFailure() {
-            logger.info("records are written again")
-            onChange?()
-        }
-    }
-
-    func recordsFailed(_ error: any Error) {
-        logger.error(SyncManager.recordsError + ((error as? KeepSyncError)?.message ?? "\(error)"))
-        showRecordsFailure()
-        onChange?()
-    }
-
     /// Waits until every record write handed to the queue is done.
     public func drainRecords() async {
-        await appender.drain()
+        await records.drain()
     }
 
     /// Appends queued records and rewrites the store compactly.
     public func compactRecords() async throws {
         flushRecords()
-        await appender.drain()
+        await records.drain()
         // Records follow the mirror: a change whose append failed is not durable yet.
         try mirror.barrier()
         try engine.store.compact(engine.records)
-        appender.clearBacklog()
+        records.clearBacklog()
     }
 
     /// Queues a rewrite of the store as the records, in turn with the appends, so that
     /// the log does not grow for as long as the agent runs; copies go on meanwhile.
     public func compactRecordsInBackground() {
         flushRecords()
-        let reports = recordReports()
-        appender.compact(engine.records, mirror: mirror, store: engine.store, failed: reports.failed, recovered: reports.recovered)
-    }
-
-    /// What a record write reports to the manager, each on a task of its own.
-    nonisolated func recordReports() -> (failed: @Sendable (any Error) -> Void, recovered: @Sendable () -> Void) {
-        let preferred = taskExecutor
-        return ({ [weak self] error in Task(executorPreference: preferred) { await self?.recordsFailed(error) } },
-                { [weak self] in Task(executorPreference: preferred) { await self?.recordsRecovered() } })
+        records.compact(engine.records)
     }
 
     /// True when nothing is pending, queued or copying.
@@ -736,6 +709,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// Status numbers.
     public func snapshot() -> Snapshot {
+        // A write off the actor may have failed or recovered since the last flush.
+        showRecordsFailure()
         let files = engine.records.records.regularFiles
         let bytes = engine.records.records.regularBytes
         var queuedPaths = Set(pending.paths)
@@ -763,7 +738,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         finishRound()
         await drainRecords()
         // One more try for appends that failed.
-        if appender.hasBacklog {
+        if records.hasBacklog {
             flushRecords()
             await drainRecords()
         }
