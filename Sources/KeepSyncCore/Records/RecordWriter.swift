@@ -25,6 +25,8 @@ public final class RecordWriter: Sendable {
         /// Writes that failed in a row, and the last one's error.
         var failures = 0
         var lastError: KeepSyncError?
+        /// Writes that failed or recovered from failures so far.
+        var outcomes = 0
     }
 
     let mirror: any FileAccessorProviding
@@ -92,6 +94,10 @@ public final class RecordWriter: Sendable {
     /// in flight changes nothing until it ends): what status reports.
     public var failure: KeepSyncError? { state.withLock { $0.failures > 0 ? $0.lastError : nil } }
 
+    /// How many writes failed or recovered so far: a driver that saw another count looks
+    /// at `failure` again.
+    public var outcomes: Int { state.withLock { $0.outcomes } }
+
     /// Forgets the backlog (a compaction wrote everything it held; no write is queued).
     func clearBacklog() {
         state.withLock { s in
@@ -140,13 +146,17 @@ public final class RecordWriter: Sendable {
                 try store.apply(batch)
                 recovered = succeeded() || recovered
             }
-            if recovered { logger.info("records are written again") }
+            if recovered {
+                state.withLock { $0.outcomes += 1 }
+                logger.info("records are written again")
+            }
         } catch {
             let e = (error as? KeepSyncError) ?? KeepSyncError(.io, "\(error)")
             state.withLock { s in
                 s.backlog = merged ? batch : s.backlog + batch
                 s.failures += 1
                 s.lastError = e
+                s.outcomes += 1
             }
             logger.error("cannot write records: " + e.message)
         }

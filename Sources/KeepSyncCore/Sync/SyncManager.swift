@@ -106,6 +106,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// retried with the next, or after `recordRetryDelay` when nothing else comes.
     var records: RecordWriter { engine.recordWriter }
     var lastAppendAt: C.Instant?
+    /// The writer's outcome count the status last reflected.
+    var seenRecordOutcomes = 0
     /// Copy work items running, and how many of them are groups.
     var workers = 0
     var groupsRunning = 0
@@ -674,6 +676,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         return false
     }
 
+    /// Shows the writer's failure again when a write failed or recovered since the last look.
+    func lookAtRecordWrites() {
+        guard records.outcomes != seenRecordOutcomes else { return }
+        seenRecordOutcomes = records.outcomes
+        showRecordsFailure()
+    }
+
     /// Waits until every record write handed to the queue is done.
     public func drainRecords() async {
         await records.drain()
@@ -683,6 +692,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     public func compactRecords() async throws {
         flushRecords()
         await records.drain()
+        lookAtRecordWrites()
         // Records follow the mirror: a change whose append failed is not durable yet.
         try mirror.barrier()
         try engine.store.compact(engine.records)
@@ -709,8 +719,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// Status numbers.
     public func snapshot() -> Snapshot {
-        // A write off the actor may have failed or recovered since the last flush.
-        showRecordsFailure()
+        lookAtRecordWrites()
         let files = engine.records.records.regularFiles
         let bytes = engine.records.records.regularBytes
         var queuedPaths = Set(pending.paths)
