@@ -1,0 +1,62 @@
+/// The manager's side of the records: flushing to the writer, its failure in status, compaction.
+extension SyncManager {
+    // MARK: Records
+
+    /// Appends the records queued so far. With a concurrent executor the syncfs and the
+    /// append run in order on a serial queue, so the actor never waits on the disk.
+    func flushRecords() {
+        unflushed = 0
+        showRecordsFailure()
+        guard records.flush(retryingBacklog: true) else { return }
+        lastAppendAt = clock.now
+        // A write that ran at once (an immediate scheduler) shows its outcome now.
+        showRecordsFailure()
+    }
+
+    static var recordsError: String { "cannot write records: " }
+
+    /// The root's "cannot write records" error, as the appender's state says now: set while
+    /// its appends fail, gone once one succeeded. The reports below only ask for this, so
+    /// their order does not matter.
+    @discardableResult
+    func showRecordsFailure() -> Bool {
+        let shown = errors[.root]?.hasPrefix(SyncManager.recordsError) == true
+        if let failure = records.failure {
+            errors[.root] = SyncManager.recordsError + failure.message
+        } else if shown {
+            errors[.root] = nil
+            return true
+        }
+        return false
+    }
+
+    /// Shows the writer's failure again when a write failed or recovered since the last look.
+    func lookAtRecordWrites() {
+        guard records.outcomes != seenRecordOutcomes else { return }
+        seenRecordOutcomes = records.outcomes
+        showRecordsFailure()
+    }
+
+    /// Waits until every record write handed to the queue is done.
+    public func drainRecords() async {
+        await records.drain()
+    }
+
+    /// Appends queued records and rewrites the store compactly.
+    public func compactRecords() async throws {
+        flushRecords()
+        await records.drain()
+        lookAtRecordWrites()
+        // Records follow the mirror: a change whose append failed is not durable yet.
+        try mirror.barrier()
+        try engine.store.compact(engine.records)
+        records.clearBacklog()
+    }
+
+    /// Queues a rewrite of the store as the records, in turn with the appends, so that
+    /// the log does not grow for as long as the agent runs; copies go on meanwhile.
+    public func compactRecordsInBackground() {
+        flushRecords()
+        records.compact(engine.records)
+    }
+}
