@@ -84,7 +84,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var holdingCopies = false
     /// Stages a group's files in parallel.
     let io: ParallelIO
+    /// Unresolved failures by path, the root aside.
     var errors: [RelativePath: String] = [:]
+    /// The root's entry, by meaning.
+    var rootError: RootError?
     /// Failed paths, tried again on their own after a backoff (1 s doubling to 60 s);
     /// not counted as pending. A full or read-only mirror is not retried per path.
     var retries = RetryBackoff<C.Instant>()
@@ -259,7 +262,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         var queuedPaths = Set(pending.paths)
         queuedPaths.formUnion(queued)
         queuedPaths.formUnion(inFlight.keys)
-        return Snapshot(pending: queuedPaths.count, errors: errors, files: files, bytes: bytes,
+        var shown = errors
+        if let rootError { shown[.root] = rootError.message }
+        return Snapshot(pending: queuedPaths.count, errors: shown, files: files, bytes: bytes,
                         heldDeletes: heldDeletes, fullPasses: fullPasses, resyncing: resyncing,
                         copiedFiles: copiedFiles, copiedBytes: copiedBytes, passPlanned: passPlanned, passCopied: passCopied)
     }

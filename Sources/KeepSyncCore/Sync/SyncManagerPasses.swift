@@ -64,7 +64,7 @@ extension SyncManager {
         defer { lastFullPassAt = clock.now }
         if let problem = rootCheck?(engine.records.records.count - (engine.records.records[.root] == nil ? 0 : 1)) {
             rootLost = problem
-            errors[.root] = problem
+            rootError = .rootLost(problem)
             logger.error(problem)
             stopping = true
             return
@@ -86,6 +86,7 @@ extension SyncManager {
             // A copy it queued again keeps its error until that copy ends.
             let queuedAgain = Set(summary.deferredCopies)
             errors = errors.filter { queuedAgain.contains($0.key) }
+            rootError = nil
             clearFailures(within: .root, except: summary.deferredCopies)
             // A pass that wrote without meeting a full or read-only mirror ends that state.
             mirrorProbeAt = nil
@@ -99,7 +100,7 @@ extension SyncManager {
                 logger.info("\(label): \(summary.changeList) in \(took)")
             }
         } catch {
-            errors[.root] = "\(error)"
+            rootError = .pass("\(error)")
             logger.error("full resync failed: \(error); retrying")
             scheduleRetry(.root, error)
         }
@@ -140,7 +141,7 @@ extension SyncManager {
         logger.warning("the mirror is \(what) (\(error.message)); waiting until it takes writes again")
         mirrorProbeAt = clock.now.advanced(by: probeBackoff)
         mirrorFailures += 1
-        errors[.root] = "the mirror is \(what): \(error.message)"
+        rootError = .mirrorBlocked("the mirror is \(what): \(error.message)")
     }
 
     var probeBackoff: Duration { .milliseconds(min(5000, 250 << min(5, mirrorFailures))) }
@@ -153,7 +154,7 @@ extension SyncManager {
             return
         }
         mirrorProbeAt = nil
-        if errors[.root]?.hasPrefix("the mirror is ") == true { errors[.root] = nil }
+        if case .mirrorBlocked = rootError { rootError = nil }
         logger.info("the mirror takes writes again: full resync")
         fullResyncRequested = true
     }
@@ -209,7 +210,7 @@ extension SyncManager {
 
     func note(_ summary: SyncSummary) {
         for e in summary.errors {
-            errors[e.path ?? .root] = e.message
+            if let path = e.path, !path.isRoot { errors[path] = e.message } else { rootError = .pass(e.message) }
             scheduleRetry(e.path ?? .root, e)
         }
         copiedFiles += summary.copiedFiles

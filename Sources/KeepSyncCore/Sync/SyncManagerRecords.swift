@@ -20,11 +20,12 @@ extension SyncManager {
     /// their order does not matter.
     @discardableResult
     func showRecordsFailure() -> Bool {
-        let shown = errors[.root]?.hasPrefix(SyncManager.recordsError) == true
+        let shown: Bool
+        if case .records = rootError { shown = true } else { shown = false }
         if let failure = records.failure {
-            errors[.root] = SyncManager.recordsError + failure.message
+            rootError = .records(SyncManager.recordsError + failure.message)
         } else if shown {
-            errors[.root] = nil
+            rootError = nil
             return true
         }
         return false
