@@ -99,12 +99,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var mirrorFailures = 0
     var lastBlockedAt: C.Instant?
     var directoriesToFix: Set<RelativePath> = []
-    /// Hard-linked files copied whose other names were not looked for yet: the name
-    /// copied last for each (device, inode), and since when the first one waits.
-    var linkedCopies: [InodeKey: RelativePath] = [:]
-    var linkedSince: C.Instant?
-    /// Source files with more than one name, as the scans saw them (a full pass sees all).
-    var hardLinked: Set<InodeKey> = []
+    /// Hard-linked files changed whose other names are to be looked at.
+    var hardLinks = HardLinkTracker<C.Instant>()
     var heldDeletes = 0
     var fullPasses = 0
     var resyncing = false

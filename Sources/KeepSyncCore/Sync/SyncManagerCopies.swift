@@ -71,9 +71,9 @@ extension SyncManager {
             clearFailures(within: path)
             if let copied {
                 if copied.source.links > 1 {
-                    hardLinked.insert(InodeKey(device: copied.source.device, inode: copied.source.inode))
-                    linkedCopies[InodeKey(device: copied.source.device, inode: copied.source.inode)] = copied.path
-                    if linkedSince == nil { linkedSince = clock.now }
+                    let key = InodeKey(device: copied.source.device, inode: copied.source.inode)
+                    hardLinks.known.insert(key)
+                    hardLinks.noteChange(key, at: copied.path, now: clock.now)
                 }
                 engine.recordCopy(copied)
                 copiedFiles += 1
@@ -108,8 +108,7 @@ extension SyncManager {
         for step in scan.steps {
             guard case .path(let state, let actions, _) = step, let s = state.source, s.kind == .regular, s.links > 1,
                   actions.contains(where: { if case .setAttributes = $0 { return true }; return false }) else { continue }
-            linkedCopies[InodeKey(device: s.device, inode: s.inode)] = state.path
-            if linkedSince == nil { linkedSince = clock.now }
+            hardLinks.noteChange(InodeKey(device: s.device, inode: s.inode), at: state.path, now: clock.now)
         }
     }
 
@@ -118,16 +117,15 @@ extension SyncManager {
     /// other names are looked at, as after a copy. Called before the scan is applied, while
     /// the records below a removed directory are still there.
     func noteLinkedNamesGoing(_ scan: SyncScan) {
-        guard !hardLinked.isEmpty else { return }
+        guard !hardLinks.known.isEmpty else { return }
         let table = engine.records.records
         for step in scan.steps {
             guard case .path(let state, let actions, _) = step, actions.contains(where: \.isDeletion) else { continue }
             for slot in table.slots(within: state.path) {
                 guard let (path, record) = table.entry(atSlot: slot), record.kind == .regular else { continue }
                 let key = InodeKey(device: record.device, inode: record.inode)
-                guard hardLinked.contains(key) else { continue }
-                linkedCopies[key] = path
-                if linkedSince == nil { linkedSince = clock.now }
+                guard hardLinks.known.contains(key) else { continue }
+                hardLinks.noteChange(key, at: path, now: clock.now)
             }
         }
     }
@@ -138,10 +136,8 @@ extension SyncManager {
     /// end, or once the first waited the max delay while they go on: a walk per copy
     /// made a pass over n hard-linked names O(n²).
     func queueOtherLinks() {
-        guard !linkedCopies.isEmpty else { return }
-        let copied = linkedCopies
-        linkedCopies.removeAll()
-        linkedSince = nil
+        guard !hardLinks.changed.isEmpty else { return }
+        let copied = hardLinks.takeChanged()
         for (path, r) in engine.records.records {
             if let last = copied[InodeKey(device: r.device, inode: r.inode)], last != path {
                 enqueue(path, now: clock.now, immediately: false)

@@ -7,7 +7,7 @@ extension SyncManager {
         if fullResyncRequested { return clock.now }
         if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return clock.now }
         var next = pending.nextDeadline
-        let linked = linkedSince?.advanced(by: timing.maxDelay)
+        let linked = hardLinks.since?.advanced(by: timing.maxDelay)
         for at in [retries.nextDeadline, mirrorProbeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
         if records.hasBacklog, let at = lastAppendAt {
             let retry = at.advanced(by: recordRetryDelay)
@@ -26,7 +26,7 @@ extension SyncManager {
     public func processDue() {
         let start = clock.now
         if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
-        if let since = linkedSince, since.advanced(by: timing.maxDelay) <= start { queueOtherLinks() }
+        if let since = hardLinks.since, since.advanced(by: timing.maxDelay) <= start { queueOtherLinks() }
         for path in retries.takeDue(now: start) { pending.addIfAbsent(path, at: start) }
         let verify = !fullResyncRequested && verifyAt.map { $0 <= start } == true
         if fullResyncRequested || verify {
@@ -75,7 +75,7 @@ extension SyncManager {
         let options = engine.options
         do {
             let scan = try engine.prepare(.root)
-            hardLinked = scan.hardLinked
+            hardLinks.known = scan.hardLinked
             passPlanned = scan.plannedCopies
             passCopied = (0, 0)
             let summary = engine.apply(scan, deferCopies: true, brake: MassDeleteBrake(options, exempt: exempt))
@@ -171,7 +171,7 @@ extension SyncManager {
         if (try? source.stat(scope))??.kind != .directory { brake.lifted = true }
         do {
             let scan = try engine.scan(scope)
-            hardLinked.formUnion(scan.hardLinked)
+            hardLinks.known.formUnion(scan.hardLinked)
             noteLinkedNamesGoing(scan)
             let summary = engine.apply(scan, deferCopies: true, brake: brake)
             noteLinkedChanges(scan)

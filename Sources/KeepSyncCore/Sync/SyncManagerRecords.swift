@@ -2,8 +2,9 @@
 extension SyncManager {
     // MARK: Records
 
-    /// Appends the records queued so far. With a concurrent executor the syncfs and the
-    /// append run in order on a serial queue, so the actor never waits on the disk.
+    /// Hands the records added so far (and a failed backlog) to the writer. With a
+    /// concurrent executor the syncfs and the append run in order on a serial queue, so
+    /// the actor never waits on the disk.
     func flushRecords() {
         unflushed = 0
         showRecordsFailure()
@@ -15,9 +16,9 @@ extension SyncManager {
 
     static var recordsError: String { "cannot write records: " }
 
-    /// The root's "cannot write records" error, as the appender's state says now: set while
-    /// its appends fail, gone once one succeeded. The reports below only ask for this, so
-    /// their order does not matter.
+    /// The root's "cannot write records" entry, as the writer's state says now: set while
+    /// its writes fail, gone once one succeeded (another meaning in the slot stays).
+    /// Returns true when it cleared the entry.
     @discardableResult
     func showRecordsFailure() -> Bool {
         let shown: Bool
@@ -31,7 +32,8 @@ extension SyncManager {
         return false
     }
 
-    /// Shows the writer's failure again when a write failed or recovered since the last look.
+    /// Shows the writer's failure again when a write failed or recovered since the last look
+    /// (status, and a compaction after its drain: where reports used to land).
     func lookAtRecordWrites() {
         guard records.outcomes != seenRecordOutcomes else { return }
         seenRecordOutcomes = records.outcomes
