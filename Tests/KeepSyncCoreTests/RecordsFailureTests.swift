@@ -4,9 +4,8 @@ import Synchronization
 import Testing
 @testable import KeepSyncCore
 
-/// "cannot write records" in status follows the appender's real state: it stays while a
-/// retry is in flight and goes only when an append succeeded, whatever order the
-/// failed/recovered reports arrive in.
+/// "cannot write records" in status follows the record writer's real state: it stays
+/// while a retry is in flight and goes only when a write succeeded.
 @Suite("Records failure status")
 struct RecordsFailureTests {
     /// A store whose appends can fail, and can be held inside `apply` until released.
@@ -32,7 +31,7 @@ struct RecordsFailureTests {
     static func p(_ text: String) -> RelativePath { RelativePath(text) }
 
     @Test("the error stays while a retry is in flight and goes once an append succeeds")
-    func errorFollowsTheAppender() async throws {
+    func errorFollowsTheWriter() async throws {
         let source = InMemoryTree(device: 1), mirror = InMemoryTree(device: 2), store = GatedStore()
         let clock = ManualClock(), copies = HeldCopies()
         let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: RecordSet(), options: SyncOptions())
@@ -79,13 +78,5 @@ struct RecordsFailureTests {
         let left = await error()
         #expect(cleared, "still \(left ?? "")")
         #expect(try store.load().records[Self.p("d")] != nil, "the backlog went out with the next append")
-    }
-
-    @Test("a failed report arriving after the recovery does not bring the error back")
-    func reportsInAnyOrder() async throws {
-        let h = ManagerHarness(executor: HeldCopies().executor)
-        await h.manager.recordsRecovered()
-        await h.manager.recordsFailed(KeepSyncError(.io, "an old failure"))
-        #expect(await h.manager.snapshot().errors[.root] == nil)
     }
 }

@@ -47,7 +47,7 @@ struct SyncEngineTests {
 
         var options: SyncOptions {
             get { engine.options }
-            set { engine.options = newValue }
+            set { engine.reconfigure(newValue) }
         }
 
         /// One full pass: prepare (directory renames first, then the scan), then apply.

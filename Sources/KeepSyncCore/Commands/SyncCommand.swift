@@ -53,7 +53,12 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
                                                   totalBytes: planned.bytes, seconds: ByteSize.seconds(started.duration(to: now))))
             }
         }
-        let summary = engine.apply(scan)
+        var summary = engine.apply(scan)
+        // Records that could not be written fail the run (the writer keeps why).
+        if var failure = engine.recordWriter.failure {
+            if failure.path == nil { failure.path = .root }
+            summary.errors.append(failure)
+        }
         progress.finish(nil)
         try engine.recordRoot(RootIdentity(device: opened.device, inode: opened.inode))
         if summary != SyncSummary() || records.wasDamaged { try store.compact(engine.records) }

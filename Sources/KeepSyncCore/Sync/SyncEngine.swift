@@ -1,77 +1,4 @@
-/// Options of a full pass.
-public struct SyncOptions: Sendable {
-    /// Whether deletions propagate.
-    public var deleteEnabled: Bool
-    /// Compare file bytes as well as metadata.
-    public var compareContent: Bool
-    /// The mass-delete brake's threshold, percent of the mirror's entries (100 = off).
-    public var maxDeletePercent: Int
-    /// Lift the brake for this pass.
-    public var allowMassDelete: Bool
-    /// Paths never compared, copied or deleted.
-    public var excludes: ExcludeMatcher
-
-    /// Options.
-    public init(deleteEnabled: Bool = true, compareContent: Bool = false, maxDeletePercent: Int = 50,
-                allowMassDelete: Bool = false, excludes: ExcludeMatcher = .none) {
-        self.deleteEnabled = deleteEnabled
-        self.compareContent = compareContent
-        self.maxDeletePercent = maxDeletePercent
-        self.allowMassDelete = allowMassDelete
-        self.excludes = excludes
-    }
-}
-
-/// The outcome of a pass.
-public struct SyncSummary: Sendable, Equatable {
-    /// Files copied.
-    public var copiedFiles = 0
-    /// Bytes copied.
-    public var copiedBytes: UInt64 = 0
-    /// Directories created.
-    public var createdDirectories = 0
-    /// Files renamed in the mirror instead of copied.
-    public var renamed = 0
-    /// Symlinks created or replaced.
-    public var createdLinks = 0
-    /// Mirror entries removed.
-    public var removedEntries = 0
-    /// Deletions held by the brake.
-    public var heldDeletes = 0
-    /// Special files skipped.
-    public var skippedSpecial = 0
-    /// Paths that failed, with the reason.
-    public var errors: [KeepSyncError] = []
-    /// Copies left to the caller (`apply(_:deferCopies:)`).
-    public var deferredCopies: [RelativePath] = []
-    /// Mode or mtime changes made in the mirror.
-    public var attributesSet = 0
-    /// Leftover temp files removed.
-    public var removedTemporaries = 0
-
-    /// Changes the pass made (or left to the caller) in the mirror.
-    public var mirrorChanges: Int {
-        copiedFiles + deferredCopies.count + createdDirectories + renamed + createdLinks + removedEntries
-            + attributesSet + removedTemporaries
-    }
-
-    /// The changes, e.g. `2 files copied, 1 entry removed`; empty when none.
-    public var changeList: String {
-        func item(_ n: Int, _ one: String, _ many: String) -> String? { n == 0 ? nil : "\(n) \(n == 1 ? one : many)" }
-        return [item(copiedFiles, "file copied", "files copied"),
-                item(deferredCopies.count, "file to copy", "files to copy"),
-                item(renamed, "rename", "renames"),
-                item(createdDirectories, "directory created", "directories created"),
-                item(createdLinks, "symlink made", "symlinks made"),
-                item(removedEntries, "entry removed", "entries removed"),
-                item(attributesSet, "mode or mtime set", "modes or mtimes set"),
-                item(removedTemporaries, "temp file removed", "temp files removed")]
-            .compactMap { $0 }.joined(separator: ", ")
-    }
-
-    /// A summary.
-    public init() {}
-}
+import Dispatch
 
 /// A full verify-and-repair pass over the protocols: walk source and mirror side by
 /// side, feed every path through the Planner, apply, then forget stale records.
@@ -81,16 +8,14 @@ public final class SyncEngine {
     let store: any BookmarkStorageProviding
     /// The records as the store holds them.
     public private(set) var records: RecordSet
-    /// Options of the passes.
-    public var options: SyncOptions
+    /// Options of the passes (`reconfigure` changes them between passes).
+    public private(set) var options: SyncOptions
     let logger: Logger
     var warnedSpecial: Set<RelativePath> = []
-    var pendingChanges: [RecordChange] = []
-    var storeError: (any Error)?
     var deferCopies = false
-    /// Where record batches go (in order, durably, off the caller); nil: appended here,
-    /// synchronously, after a barrier.
-    public var appendRecords: (([RecordChange]) -> Void)?
+    /// Where record changes go once their mirror change is made (written durably, in
+    /// order, where its scheduler says).
+    public private(set) var recordWriter: RecordWriter
     /// Called after each file this engine copies itself, with its size.
     public var onCopy: ((UInt64) -> Void)?
     /// Batch size for record appends.
@@ -114,57 +39,6 @@ public final class SyncEngine {
     /// finishes that wait for it.
     var inFlight: (group: any PendingInstall, finishes: [(path: RelativePath, source: FileStat, dirty: Bool)])?
 
-    /// Stages the batched copies and commits the group before them (a lone copy commits at once),
-    /// records them, then runs the directory finishes that waited for them.
-    func commitBatch(_ summary: inout SyncSummary) {
-        let paths = batch
-        batch.removeAll(keepingCapacity: true)
-        batchBytes = 0
-        // Each group's barrier overlaps the staging of the next (on `io`'s side thread;
-        // in order on the caller with `.serial`).
-        guard paths.count > 1 else {
-            finishInFlight(&summary)
-            if !paths.isEmpty {
-                let results = mirror.install(paths, from: source, io: io, logger: logger)
-                note(results.map { ($0.path, $0.result) }, &summary)
-            }
-            let finishes = waitingFinishes
-            waitingFinishes.removeAll()
-            for f in finishes { finish(f.path, source: f.source, entriesChanged: f.dirty, summary: &summary) }
-            return
-        }
-        let group = mirror.beginInstall(paths, from: source, io: io, logger: logger)
-        finishInFlight(&summary)
-        group.commit()
-        inFlight = (group, waitingFinishes)
-        waitingFinishes.removeAll()
-    }
-
-    /// Waits for the in-flight group's barrier, publishes and records it, runs its finishes.
-    func finishInFlight(_ summary: inout SyncSummary) {
-        guard let pending = inFlight else { return }
-        inFlight = nil
-        note(pending.group.finish().map { ($0.path, $0.result) }, &summary)
-        for f in pending.finishes { finish(f.path, source: f.source, entriesChanged: f.dirty, summary: &summary) }
-    }
-
-    /// Records the copies that landed and reports the ones that failed.
-    private func note(_ results: [(RelativePath, Result<CopyResult?, any Error>)], _ summary: inout SyncSummary) {
-        for (path, result) in results {
-            switch result {
-            case .success(let copied?):
-                recordCopy(copied)
-                summary.copiedFiles += 1
-                summary.copiedBytes += copied.installed.size
-                onCopy?(copied.installed.size)
-            case .success(nil):
-                break
-            case .failure(let error):
-                report(error, path: path, into: &summary)
-            }
-        }
-    }
-
     /// Sets a directory's attributes after its entries and records it.
     func finish(_ path: RelativePath, source sourceStat: FileStat, entriesChanged: Bool, summary: inout SyncSummary) {
         do {
@@ -184,6 +58,19 @@ public final class SyncEngine {
         self.records = records
         self.options = options
         self.logger = logger
+        recordWriter = RecordWriter(mirror: mirror, store: store, scheduler: .immediate, logger: logger)
+    }
+
+    /// Has record writes run where `scheduler` puts them (the manager's choice, made once,
+    /// before its first pass).
+    public func writeRecords(on scheduler: RecordScheduler) {
+        recordWriter.flush()
+        recordWriter = RecordWriter(mirror: mirror, store: store, scheduler: scheduler, logger: logger)
+    }
+
+    /// Takes new options (SIGHUP) for the passes that follow.
+    public func reconfigure(_ options: SyncOptions) {
+        self.options = options
     }
 
     var planner: Planner { Planner(deleteEnabled: options.deleteEnabled) }
@@ -250,31 +137,21 @@ public final class SyncEngine {
 
     // MARK: Apply
 
-    /// True when the brake holds this scan's deletions.
-    public func brakeHolds(_ scan: SyncScan, exempt: Set<RelativePath> = []) -> Bool {
-        var deletions = scan.deletions
-        if !exempt.isEmpty {
-            for step in scan.steps {
-                if case .path(let state, let actions, let removed) = step, exempt.contains(state.path),
-                   actions.contains(where: \.isDeletion) { deletions -= removed }
-            }
-        }
-        guard !options.allowMassDelete, options.maxDeletePercent < 100, deletions > 10 else { return false }
-        return deletions * 100 > options.maxDeletePercent * max(scan.mirrorEntries, 1)
-    }
+    /// True when the options' brake holds this scan's deletions.
+    public func brakeHolds(_ scan: SyncScan) -> Bool { MassDeleteBrake(options).holds(scan) }
 
     /// Applies a scan: every step in order, errors per path, records appended in
     /// batches after the mirror changes they describe are durable.
     /// With `deferCopies`, file copies are not made but listed in
     /// `summary.deferredCopies`, for the caller to install (`MirrorProviding.install`) and
     /// record (`recordCopy`).
-    /// Deletions of `exempt` paths (seen live by inotify) are neither counted by the
-    /// brake nor held.
-    public func apply(_ scan: SyncScan, deferCopies: Bool = false, exempt: Set<RelativePath> = []) -> SyncSummary {
+    /// `brake` holds the deletions of a pass with too many (nil: the options' brake).
+    public func apply(_ scan: SyncScan, deferCopies: Bool = false, brake: MassDeleteBrake? = nil) -> SyncSummary {
         var summary = SyncSummary()
         summary.renamed = scan.appliedRenames
         self.deferCopies = deferCopies
-        let hold = brakeHolds(scan, exempt: exempt)
+        let brake = brake ?? MassDeleteBrake(options)
+        let hold = brake.holds(scan)
         var dirty: Set<RelativePath> = []
         var finished: Set<RelativePath> = []
         var refix: Set<RelativePath> = []
@@ -316,7 +193,7 @@ public final class SyncEngine {
             case .path(let state, let actions, let removedEntries):
                 let path = state.path
                 if isBlocked(path) { continue }
-                if hold && actions.contains(where: \.isDeletion) && !exempt.contains(path) {
+                if hold && brake.holds(path, actions: actions) {
                     summary.heldDeletes += removedEntries
                     if state.source?.kind == .directory { blocked.append(path) }
                     continue
@@ -356,7 +233,7 @@ public final class SyncEngine {
             if hold || blocked.contains(where: { path.isWithin($0) }) { continue }
             change(.remove(path))
         }
-        flushRecords(&summary)
+        recordWriter.flush()
         return summary
     }
 
@@ -451,21 +328,7 @@ public final class SyncEngine {
         return true
     }
 
-    /// Hands over the queued record changes, for the caller to append (in order) with
-    /// `appendDurably`.
-    public func takePendingChanges() -> [RecordChange] {
-        defer { pendingChanges.removeAll(keepingCapacity: true) }
-        return pendingChanges
-    }
-
-    /// Makes the mirror durable, then appends `changes` to the store.
-    public static func appendDurably(_ changes: [RecordChange], mirror: any MirrorProviding,
-                                     store: any BookmarkStorageProviding) throws {
-        try mirror.barrier()
-        try store.apply(changes)
-    }
-
-    private func report(_ error: any Error, path: RelativePath, into summary: inout SyncSummary) {
+    func report(_ error: any Error, path: RelativePath, into summary: inout SyncSummary) {
         let e = (error as? KeepSyncError) ?? KeepSyncError(.io, "\(error)", path: path)
         var withPath = e
         if withPath.path == nil { withPath.path = path }
@@ -473,37 +336,10 @@ public final class SyncEngine {
         logger.error("\(withPath.description)")
     }
 
-    /// Queues a record change; appended in batches.
+    /// Queues a record change; written in batches.
     private func change(_ c: RecordChange) {
         records.apply(c)
-        pendingChanges.append(c)
-        if pendingChanges.count >= SyncEngine.batchSize { appendPending() }
-    }
-
-    /// Appends the queued record changes durably; a failure is kept for the summary.
-    private func appendPending() {
-        guard !pendingChanges.isEmpty else { return }
-        if let appendRecords {
-            appendRecords(pendingChanges)
-            pendingChanges.removeAll(keepingCapacity: true)
-            return
-        }
-        do {
-            // Records follow the mirror: what they describe is made durable first.
-            try SyncEngine.appendDurably(pendingChanges, mirror: mirror, store: store)
-            pendingChanges.removeAll(keepingCapacity: true)
-        } catch {
-            storeError = error
-        }
-    }
-
-    /// Appends what is queued and reports a store failure of this pass.
-    func flushRecords(_ summary: inout SyncSummary) {
-        appendPending()
-        if let storeError {
-            report(storeError, path: .root, into: &summary)
-            self.storeError = nil
-        }
+        if recordWriter.add(c) >= SyncEngine.batchSize { recordWriter.flush() }
     }
 
     /// Records the source root's identity when it differs from the stored one.

@@ -1,0 +1,30 @@
+import Dispatch
+
+/// Runs blocking work (a file copy) off the actor, and says where record writes run.
+/// Production: a bounded set of Dispatch threads and a serial queue; tests: inline, for
+/// determinism.
+public struct CopyExecutor: Sendable {
+    /// Copies in flight at most.
+    public var limit: Int
+    /// Where record writes run (nil: a serial queue of the manager's own).
+    public var records: RecordScheduler?
+    let run: @Sendable (@escaping @Sendable () -> Void) -> Void
+
+    /// An executor calling `run` with each copy's work (tests can hold it back).
+    public init(limit: Int, records: RecordScheduler? = nil,
+                run: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
+        self.limit = limit
+        self.records = records
+        self.run = run
+    }
+
+    /// Runs work on Dispatch's global concurrent queue, at most `limit` at once.
+    public static func dispatch(limit: Int) -> CopyExecutor {
+        CopyExecutor(limit: max(1, limit)) { work in DispatchQueue.global(qos: .utility).async(execute: work) }
+    }
+
+    /// Runs each copy on the caller (the manager), one at a time, and record writes too:
+    /// deterministic for tests. Completions still reach the manager as the agent's do,
+    /// on a task of their own (`waitForCopies` waits for them).
+    public static let inline = CopyExecutor(limit: 1, records: .immediate) { work in work() }
+}

@@ -1,0 +1,338 @@
+/// The live heart of `run`: receives watcher events, keeps a pending map keyed by path
+/// with settle deadlines, coalesces, applies moves as renames, runs copies with bounded
+/// concurrency, and re-queues a file that changed while it was being copied. A full
+/// resync goes through the same scan-and-apply path as a single event.
+public actor SyncManager<C: Clock> where C.Duration == Duration {
+    /// Timing of the pending queue.
+    public struct Timing: Sendable {
+        /// Quiet time after the last event on a path.
+        public var settle: Duration
+        /// Longest wait since the first event on a path.
+        public var maxDelay: Duration
+
+        /// Time from the end of one full pass to the next periodic one (nil: none).
+        public var verifyInterval: Duration?
+
+        /// A timing.
+        public init(settle: Duration = .milliseconds(20), maxDelay: Duration = .milliseconds(2000),
+                    verifyInterval: Duration? = nil) {
+            self.settle = settle
+            self.maxDelay = maxDelay
+            self.verifyInterval = verifyInterval
+        }
+    }
+
+    /// What the manager is doing, for status.
+    public struct Snapshot: Sendable, Equatable {
+        /// Paths queued (pending, queued for copy, in flight).
+        public var pending: Int
+        /// Unresolved per-path failures, by path.
+        public var errors: [RelativePath: String]
+        /// Regular files the records hold.
+        public var files: Int
+        /// Their total size.
+        public var bytes: UInt64
+        /// Deletions held by the brake at the last full pass.
+        public var heldDeletes: Int
+        /// Number of completed full passes.
+        public var fullPasses: Int
+        /// True while a full pass is being applied.
+        public var resyncing: Bool
+        /// Files copied since start.
+        public var copiedFiles: Int
+        /// Bytes copied since start.
+        public var copiedBytes: UInt64
+        /// Files and bytes the last full pass planned to copy.
+        public var passPlanned: (files: Int, bytes: UInt64) = (0, 0)
+        /// Files and bytes copied since the last full pass began.
+        public var passCopied: (files: Int, bytes: UInt64) = (0, 0)
+
+        /// Compares the counters.
+        public static func == (a: Snapshot, b: Snapshot) -> Bool {
+            a.pending == b.pending && a.errors == b.errors && a.files == b.files && a.bytes == b.bytes
+                && a.heldDeletes == b.heldDeletes && a.fullPasses == b.fullPasses && a.resyncing == b.resyncing
+                && a.copiedFiles == b.copiedFiles && a.copiedBytes == b.copiedBytes
+                && a.passPlanned == b.passPlanned && a.passCopied == b.passCopied
+        }
+    }
+
+    let engine: SyncEngine
+    let source: any FileSystemProviding
+    let mirror: any MirrorProviding
+    let clock: C
+    /// Current timing.
+    public private(set) var timing: Timing
+    let executor: CopyExecutor
+    let logger: Logger
+    /// Paths that happen in the same millisecond are processed together.
+    var pending: SettleQueue<C.Instant>
+    var fullResyncRequested = false
+    var copyQueue: [RelativePath] = []
+    var queued: Set<RelativePath> = []
+    /// Copies running; the flag says the path changed again meanwhile.
+    var inFlight: [RelativePath: Bool] = [:]
+    /// Record writes (syncfs, then append), in order, off the actor; a failed one is
+    /// retried with the next, or after `recordRetryDelay` when nothing else comes.
+    var records: RecordWriter { engine.recordWriter }
+    var lastAppendAt: C.Instant?
+    /// The writer's outcome count the status last reflected.
+    var seenRecordOutcomes = 0
+    /// Copy work items running, and how many of them are groups.
+    var workers = 0
+    var groupsRunning = 0
+    /// Set while `processDue` works through what is due: copies start after, together.
+    var holdingCopies = false
+    /// Stages a group's files in parallel.
+    let io: ParallelIO
+    /// Unresolved failures by path, the root aside.
+    var errors: [RelativePath: String] = [:]
+    /// The root's entry, by meaning.
+    var rootError: RootError?
+    /// Failed paths, tried again on their own after a backoff (1 s doubling to 60 s);
+    /// not counted as pending. A full or read-only mirror is not retried per path.
+    var retries = RetryBackoff<C.Instant>()
+    /// While the mirror is full or read-only: when to probe it next. A probe that writes
+    /// starts a full resync, which redoes what failed.
+    var mirrorProbeAt: C.Instant?
+    /// Blocked episodes and failed probes, counted until a minute passes without one:
+    /// the probe's backoff (0.25 s doubling to 5 s).
+    var mirrorFailures = 0
+    var lastBlockedAt: C.Instant?
+    var directoriesToFix: Set<RelativePath> = []
+    /// Hard-linked files changed whose other names are to be looked at.
+    var hardLinks = HardLinkTracker<C.Instant>()
+    var heldDeletes = 0
+    var fullPasses = 0
+    var resyncing = false
+    /// When the last full pass ended: the periodic verify counts from there.
+    var lastFullPassAt: C.Instant?
+    /// When the periodic verify is due.
+    var verifyAt: C.Instant? {
+        guard let interval = timing.verifyInterval, let last = lastFullPassAt else { return nil }
+        return last.advanced(by: interval)
+    }
+    var copiedFiles = 0
+    var copiedBytes: UInt64 = 0
+    var passPlanned: (files: Int, bytes: UInt64) = (0, 0)
+    var passCopied: (files: Int, bytes: UInt64) = (0, 0)
+    var unflushed = 0
+    var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Waiting for every queued and running copy to end (`waitForCopies`).
+    var copyWaiters: [CheckedContinuation<Void, Never>] = []
+    var wakeContinuation: CheckedContinuation<Void, Never>?
+    var woken = false
+    var stopping = false
+    /// Called (on the actor) whenever something status-relevant changed.
+    var onChange: (@Sendable () -> Void)?
+    /// Says why the source root cannot be trusted now, or nil when it can; given the
+    /// number of recorded entries.
+    let rootCheck: (@Sendable (Int) -> String?)?
+    /// Set when a full pass found the source root vanished or replaced; `run` then returns.
+    public internal(set) var rootLost: String?
+    /// Where the manager's own tasks (copy completions, record reports) prefer to run;
+    /// nil: the global pool. A simulation keeps them on its own thread.
+    let taskExecutor: (any TaskExecutor)?
+    /// Where the actor runs: a thread of its own by default (`ManagerExecutor`), so that
+    /// its blocking scans never hold a thread of the cooperative pool.
+    nonisolated let actorExecutor: any SerialExecutor
+
+    /// The actor's executor.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { actorExecutor.asUnownedSerialExecutor() }
+
+    /// A manager over the given engine's seams.
+    public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any MirrorProviding,
+                clock: C, timing: Timing = Timing(), executor: CopyExecutor, logger: Logger = .silent,
+                io: ParallelIO = .serial, rootCheck: (@Sendable (Int) -> String?)? = nil,
+                taskExecutor: (any TaskExecutor)? = nil, actorExecutor: (any SerialExecutor)? = nil) {
+        self.actorExecutor = actorExecutor ?? ManagerExecutor()
+        self.rootCheck = rootCheck
+        self.taskExecutor = taskExecutor
+        self.io = io
+        self.engine = engine
+        self.source = source
+        self.mirror = mirror
+        self.clock = clock
+        self.timing = timing
+        pending = SettleQueue(settle: timing.settle, maxDelay: timing.maxDelay)
+        self.executor = executor
+        self.logger = logger
+        // Record writes leave the actor (the engine's, a full pass's batches, too).
+        engine.writeRecords(on: executor.records ?? .serialQueue())
+    }
+
+    /// Sets a callback run after status-relevant changes.
+    public func setOnChange(_ callback: (@Sendable () -> Void)?) { onChange = callback }
+
+    /// Changes timing and options (SIGHUP).
+    public func reconfigure(timing: Timing, options: SyncOptions) {
+        self.timing = timing
+        pending.settle = timing.settle
+        pending.maxDelay = timing.maxDelay
+        engine.reconfigure(options)
+    }
+
+    /// The current options.
+    public var options: SyncOptions { engine.options }
+
+    // MARK: Events
+
+    /// Takes one watcher event.
+    public func receive(_ event: WatchEvent) {
+        let now = clock.now
+        switch event {
+        case .changed(let path):
+            enqueue(path, now: now, immediately: false)
+        case .removed(let path):
+            enqueue(path, now: now, immediately: false, removal: true)
+        case .closedAfterWrite(let path):
+            enqueue(path, now: now, immediately: true)
+        case .moved(let from, let to):
+            move(from: from, to: to, now: now)
+        case .rescan(let reason):
+            logger.info("full resync: \(reason)")
+            fullResyncRequested = true
+        }
+        signal()
+    }
+
+    /// Asks for a full resync (SIGUSR1, SIGHUP, overflow).
+    public func requestFullResync() {
+        fullResyncRequested = true
+        signal()
+    }
+
+    func enqueue(_ path: RelativePath, now: C.Instant, immediately: Bool, removal: Bool = false) {
+        if engine.options.excludes.excludes(path, isDirectory: false) && engine.options.excludes.excludes(path, isDirectory: true) {
+            // Not mirrored, but its creation or removal changed its directory's mtime.
+            if let parent = path.parent, !engine.options.excludes.excludes(parent, isDirectory: true) {
+                directoriesToFix.insert(parent)
+            }
+            return
+        }
+        if inFlight[path] != nil {
+            inFlight[path] = true
+            if !immediately { return }
+        }
+        pending.add(path, now: now, immediately: immediately, removal: removal)
+    }
+
+    func move(from: RelativePath, to: RelativePath, now: C.Instant) {
+        let excludes = engine.options.excludes
+        let fromExcluded = excludes.excludes(from, isDirectory: false) && excludes.excludes(from, isDirectory: true)
+        let toExcluded = excludes.excludes(to, isDirectory: false) && excludes.excludes(to, isDirectory: true)
+        let busy = inFlight.keys.contains { $0.isWithin(from) || $0.isWithin(to) }
+        if !fromExcluded, !toExcluded, !busy, !pending.contains(from) {
+            do {
+                if try engine.applyRename(from: from, to: to) {
+                    // What was pending below `from` is now below `to`.
+                    pending.move(below: from, to: to)
+                    if let parent = from.parent { directoriesToFix.insert(parent) }
+                    if let parent = to.parent { directoriesToFix.insert(parent) }
+                    enqueue(to, now: now, immediately: false)
+                    return
+                }
+            } catch {
+                logger.debug("rename \(from.escaped) -> \(to.escaped) not applied: \(error)")
+            }
+        }
+        enqueue(from, now: now, immediately: false)
+        enqueue(to, now: now, immediately: false)
+    }
+
+    /// True when nothing is pending, queued or copying.
+    public var isIdle: Bool {
+        pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !fullResyncRequested && directoriesToFix.isEmpty
+    }
+
+    /// Returns once the manager is idle.
+    public func waitUntilIdle() async {
+        if isIdle { return }
+        await withCheckedContinuation { idleWaiters.append($0) }
+    }
+
+    /// Status numbers.
+    public func snapshot() -> Snapshot {
+        lookAtRecordWrites()
+        let files = engine.records.records.regularFiles
+        let bytes = engine.records.records.regularBytes
+        var queuedPaths = Set(pending.paths)
+        queuedPaths.formUnion(queued)
+        queuedPaths.formUnion(inFlight.keys)
+        var shown = errors
+        if let rootError { shown[.root] = rootError.message }
+        return Snapshot(pending: queuedPaths.count, errors: shown, files: files, bytes: bytes,
+                        heldDeletes: heldDeletes, fullPasses: fullPasses, resyncing: resyncing,
+                        copiedFiles: copiedFiles, copiedBytes: copiedBytes, passPlanned: passPlanned, passCopied: passCopied)
+    }
+
+    // MARK: Driving
+
+    /// Processes what is due, as events arrive through `receive`, until `stop`;
+    /// returns after the copies in flight ended and the records are appended.
+    public func run() async {
+        while !stopping {
+            processDue()
+            if stopping { break }
+            // Let copy completions and events waiting for the actor in first, even when
+            // something is already due again (a slow pass must not starve them).
+            await Task.yield()
+            await sleep(until: nextDeadline())
+        }
+        while !inFlight.isEmpty { await waitForSignal() }
+        finishRound()
+        await drainRecords()
+        // One more try for appends that failed.
+        if records.hasBacklog {
+            flushRecords()
+            await drainRecords()
+        }
+    }
+
+    /// Feeds a watcher's events to `receive` until the stream ends.
+    public nonisolated func consume(_ events: AsyncStream<WatchEvent>) async {
+        for await event in events { await receive(event) }
+    }
+
+    /// True once `stop` was called or a full pass found the root lost (`run` returns).
+    public var hasStopped: Bool { stopping }
+
+    /// Makes `run` return after the copies in flight end.
+    public func stop() {
+        stopping = true
+        signal()
+    }
+
+    func signal() {
+        if let c = wakeContinuation {
+            wakeContinuation = nil
+            c.resume()
+        } else {
+            woken = true
+        }
+    }
+
+    func waitForSignal() async {
+        if woken {
+            woken = false
+            return
+        }
+        await withCheckedContinuation { wakeContinuation = $0 }
+        woken = false
+    }
+
+    func sleep(until deadline: C.Instant?) async {
+        guard let deadline else { return await waitForSignal() }
+        if deadline <= clock.now { return }
+        if woken {
+            woken = false
+            return
+        }
+        let clock = self.clock
+        let timer = Task {
+            try? await clock.sleep(until: deadline, tolerance: nil)
+            if !Task.isCancelled { self.signal() }
+        }
+        await waitForSignal()
+        timer.cancel()
+    }
+}

@@ -1,0 +1,166 @@
+/// The manager's copies: dispatch in groups, completions, hard-linked names, the end of a round.
+extension SyncManager {
+    // MARK: Copies
+
+    func queueCopy(_ path: RelativePath) {
+        if inFlight[path] != nil {
+            inFlight[path] = true
+            return
+        }
+        if queued.insert(path).inserted { copyQueue.append(path) }
+    }
+
+    /// Starts copy work while workers are free. A lone file with nothing else copying is
+    /// installed on its own (the latency path); otherwise what queued goes out in groups
+    /// of up to 256 (one group commit each), at most two at once, so a burst shares a
+    /// few barriers instead of paying one per file.
+    func startCopies() {
+        if holdingCopies { return }
+        while !copyQueue.isEmpty, !stopping {
+            let size: Int
+            if copyQueue.count == 1 && workers < executor.limit && (workers == 0 || groupsRunning == 0) {
+                size = 1
+            } else if workers < min(2, executor.limit) {
+                size = min(256, copyQueue.count)
+            } else {
+                break
+            }
+            let group = Array(copyQueue.prefix(size))
+            copyQueue.removeFirst(group.count)
+            for path in group {
+                queued.remove(path)
+                inFlight[path] = false
+            }
+            workers += 1
+            if size > 1 { groupsRunning += 1 }
+            let source = self.source, mirror = self.mirror, logger = self.logger, io = self.io, preferred = taskExecutor
+            executor.run {
+                let results = mirror.install(group, from: source, io: io, logger: logger)
+                Task(executorPreference: preferred) { await self.copiesFinished(results) }
+            }
+        }
+    }
+
+    func copiesFinished(_ results: [(path: RelativePath, result: Result<CopyResult?, any Error>)]) {
+        workers -= 1
+        if results.count > 1 { groupsRunning -= 1 }
+        for (path, result) in results { copyFinished(path, result) }
+        startCopies()
+        if inFlight.isEmpty && copyQueue.isEmpty {
+            finishRound()
+            let waiters = copyWaiters
+            copyWaiters.removeAll()
+            for w in waiters { w.resume() }
+        }
+        signal()
+    }
+
+    /// Returns once no copy is queued or running, their completions applied (a caller
+    /// driving `processDue` itself, as a test does, waits here for the round to end).
+    public func waitForCopies() async {
+        while !(inFlight.isEmpty && copyQueue.isEmpty) {
+            await withCheckedContinuation { copyWaiters.append($0) }
+        }
+    }
+
+    func copyFinished(_ path: RelativePath, _ result: Result<CopyResult?, any Error>) {
+        let changedAgain = inFlight.removeValue(forKey: path) ?? false
+        switch result {
+        case .success(let copied):
+            errors[path] = nil
+            clearFailures(within: path)
+            if let copied {
+                if copied.source.links > 1 {
+                    let key = InodeKey(device: copied.source.device, inode: copied.source.inode)
+                    hardLinks.known.insert(key)
+                    hardLinks.noteChange(key, at: copied.path, now: clock.now)
+                }
+                engine.recordCopy(copied)
+                copiedFiles += 1
+                copiedBytes += copied.installed.size
+                passCopied.files += 1
+                passCopied.bytes += copied.installed.size
+                unflushed += 1
+            }
+        case .failure(let error):
+            let now = (try? source.stat(path)) ?? nil
+            if stopping {
+                logger.debug("\(path.escaped): copy abandoned on stop")
+            } else if now == nil || now?.kind != .regular {
+                // Vanished or replaced by another kind while copied: its events follow.
+                errors[path] = nil
+                enqueue(path, now: clock.now, immediately: false)
+            } else {
+                errors[path] = (error as? KeepSyncError)?.message ?? "\(error)"
+                logger.error("\(path.escaped): \((error as? KeepSyncError)?.message ?? "\(error)")")
+                scheduleRetry(path, error)
+            }
+        }
+        if let parent = path.parent { directoriesToFix.insert(parent) }
+        if changedAgain { enqueue(path, now: clock.now, immediately: false) }
+        if unflushed >= 256 { flushRecords() }
+    }
+
+    /// A hard-linked file whose mode or mtime changed through one name changed under its
+    /// other names too (IN_ATTRIB comes for the name used only): like a write, it has them
+    /// looked for (a copy's completion does the same for content).
+    func noteLinkedChanges(_ scan: SyncScan) {
+        for step in scan.steps {
+            guard case .path(let state, let actions, _) = step, let s = state.source, s.kind == .regular, s.links > 1,
+                  actions.contains(where: { if case .setAttributes = $0 { return true }; return false }) else { continue }
+            hardLinks.noteChange(InodeKey(device: s.device, inode: s.inode), at: state.path, now: clock.now)
+        }
+    }
+
+    /// A name of a hard-linked file that goes (removed, replaced, or below a directory that
+    /// goes) may have been written through just before, and its events name only it: its
+    /// other names are looked at, as after a copy. Called before the scan is applied, while
+    /// the records below a removed directory are still there.
+    func noteLinkedNamesGoing(_ scan: SyncScan) {
+        guard !hardLinks.known.isEmpty else { return }
+        let table = engine.records.records
+        for step in scan.steps {
+            guard case .path(let state, let actions, _) = step, actions.contains(where: \.isDeletion) else { continue }
+            for slot in table.slots(within: state.path) {
+                guard let (path, record) = table.entry(atSlot: slot), record.kind == .regular else { continue }
+                let key = InodeKey(device: record.device, inode: record.inode)
+                guard hardLinks.known.contains(key) else { continue }
+                hardLinks.noteChange(key, at: path, now: clock.now)
+            }
+        }
+    }
+
+    /// A hard-linked file written through one name changed under its other names too
+    /// (inotify reports only the name written through): queue those, for every linked
+    /// file copied since the last look, in one walk of the records. Done when the copies
+    /// end, or once the first waited the max delay while they go on: a walk per copy
+    /// made a pass over n hard-linked names O(n²).
+    func queueOtherLinks() {
+        guard !hardLinks.changed.isEmpty else { return }
+        let copied = hardLinks.takeChanged()
+        for (path, r) in engine.records.records {
+            if let last = copied[InodeKey(device: r.device, inode: r.inode)], last != path {
+                enqueue(path, now: clock.now, immediately: false)
+            }
+        }
+    }
+
+    /// Once the copies end: queues the other names of linked copies and fixes directory
+    /// attributes. Appends records, wakes idle waiters.
+    func finishRound() {
+        if inFlight.isEmpty && copyQueue.isEmpty {
+            queueOtherLinks()
+            for dir in directoriesToFix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) {
+                do { try engine.fixDirectory(dir) } catch { logger.debug("\(dir.escaped): \(error)") }
+            }
+            directoriesToFix.removeAll()
+        }
+        flushRecords()
+        onChange?()
+        if isIdle {
+            let waiters = idleWaiters
+            idleWaiters.removeAll()
+            for w in waiters { w.resume() }
+        }
+    }
+}

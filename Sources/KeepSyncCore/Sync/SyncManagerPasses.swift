@@ -1,0 +1,219 @@
+/// The manager's passes: what is due, full and scoped passes, failures and the mirror probe.
+extension SyncManager {
+    // MARK: Processing
+
+    /// The earliest moment something is due, nil when nothing waits.
+    public func nextDeadline() -> C.Instant? {
+        if fullResyncRequested { return clock.now }
+        if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return clock.now }
+        var next = pending.nextDeadline
+        let linked = hardLinks.since?.advanced(by: timing.maxDelay)
+        for at in [retries.nextDeadline, mirrorProbeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
+        if records.hasBacklog, let at = lastAppendAt {
+            let retry = at.advanced(by: recordRetryDelay)
+            next = min(next ?? retry, retry)
+        }
+        return next
+    }
+
+    /// How long after a failed record append it is tried again when nothing else comes:
+    /// 1 s, doubling up to 30 s.
+    var recordRetryDelay: Duration {
+        .seconds(min(30, 1 << min(5, max(0, records.failures - 1))))
+    }
+
+    /// Processes a requested full resync and every path whose deadline has passed.
+    public func processDue() {
+        let start = clock.now
+        if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
+        if let since = hardLinks.since, since.advanced(by: timing.maxDelay) <= start { queueOtherLinks() }
+        for path in retries.takeDue(now: start) { pending.addIfAbsent(path, at: start) }
+        let verify = !fullResyncRequested && verifyAt.map { $0 <= start } == true
+        if fullResyncRequested || verify {
+            fullResyncRequested = false
+            fullResync(label: verify ? "verify" : "full pass")
+        }
+        let now = clock.now
+        let (due, liveRemovals) = pending.takeDue(now: now)
+        guard !due.isEmpty else { return finishRound() }
+        var last: RelativePath?
+        holdingCopies = true
+        defer {
+            holdingCopies = false
+            startCopies()
+        }
+        for path in due {
+            // A due directory's scan covers the due paths below it.
+            if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }
+            // Copies still running below it would race a removal: wait for them.
+            if inFlight.keys.contains(where: { $0 != path && $0.isWithin(path) }) {
+                let later = clock.now.advanced(by: timing.settle)
+                pending.replace(path, at: later)
+                continue
+            }
+            process(path, liveRemovals: liveRemovals)
+            last = path
+        }
+        finishRound()
+    }
+
+    /// A full pass: scan everything, brake on, apply, copy. Logs what it changes in the
+    /// mirror under `label` (at debug level when nothing).
+    public func fullResync(exempt: Set<RelativePath> = [], label: String = "full pass") {
+        let start = clock.now
+        defer { lastFullPassAt = clock.now }
+        if let problem = rootCheck?(engine.records.records.count - (engine.records.records[.root] == nil ? 0 : 1)) {
+            rootLost = problem
+            rootError = .rootLost(problem)
+            logger.error(problem)
+            stopping = true
+            return
+        }
+        resyncing = true
+        onChange?()
+        defer { resyncing = false }
+        let options = engine.options
+        do {
+            let scan = try engine.prepare(.root)
+            hardLinks.known = scan.hardLinked
+            passPlanned = scan.plannedCopies
+            passCopied = (0, 0)
+            let summary = engine.apply(scan, deferCopies: true, brake: MassDeleteBrake(options, exempt: exempt))
+            heldDeletes = summary.heldDeletes
+            if summary.heldDeletes > 0 {
+                logger.warning("held \(summary.heldDeletes) deletions: more than \(options.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; send SIGUSR1 after checking, or restart with --allow-mass-delete")
+            }
+            // A copy it queued again keeps its error until that copy ends.
+            let queuedAgain = Set(summary.deferredCopies)
+            errors = errors.filter { queuedAgain.contains($0.key) }
+            rootError = nil
+            clearFailures(within: .root, except: summary.deferredCopies)
+            // A pass that wrote without meeting a full or read-only mirror ends that state.
+            mirrorProbeAt = nil
+            note(summary)
+            for path in summary.deferredCopies { queueCopy(path) }
+            fullPasses += 1
+            let took = Self.seconds(start.duration(to: clock.now))
+            if summary.mirrorChanges == 0 {
+                logger.debug("\(label): nothing to repair (\(scan.mirrorEntries) mirror entries checked in \(took))")
+            } else {
+                logger.info("\(label): \(summary.changeList) in \(took)")
+            }
+        } catch {
+            rootError = .pass("\(error)")
+            logger.error("full resync failed: \(error); retrying")
+            scheduleRetry(.root, error)
+        }
+        startCopies()
+    }
+
+    /// `12 ms` below a second, `1.25 s` above.
+    static func seconds(_ d: Duration) -> String {
+        let ms = Int(d / .milliseconds(1))
+        return ms < 1000 ? "\(ms) ms" : "\(Double(ms / 10) / 100) s"
+    }
+
+    // MARK: Failures
+
+    /// True for errors that say the whole mirror takes no writes now.
+    static func blocksMirror(_ code: KeepSyncError.Code) -> Bool { code == .noSpace || code == .readOnly }
+
+    /// Plans another attempt at a failed path: a probe of the mirror when it is full or
+    /// read-only, else the path alone after its backoff.
+    func scheduleRetry(_ path: RelativePath, _ error: any Error) {
+        if let e = error as? KeepSyncError, Self.blocksMirror(e.code) { return blockMirror(e) }
+        retries.schedule(path, now: clock.now)
+    }
+
+    /// Forgets the failures of `scope` and below (they synced or vanished); paths whose
+    /// copy is still to come keep their count, so that their backoff keeps growing.
+    func clearFailures(within scope: RelativePath, except copies: [RelativePath] = []) {
+        retries.clear(within: scope, keep: Set(copies))
+    }
+
+    func blockMirror(_ error: KeepSyncError) {
+        guard mirrorProbeAt == nil else { return }
+        // A mirror that fills up again soon (a file that does not fit while smaller ones
+        // do) keeps its long backoff: at most one probe and full pass per 5 s.
+        if let last = lastBlockedAt, last.duration(to: clock.now) > .seconds(60) { mirrorFailures = 0 }
+        lastBlockedAt = clock.now
+        let what = error.code == .noSpace ? "full" : "read-only"
+        logger.warning("the mirror is \(what) (\(error.message)); waiting until it takes writes again")
+        mirrorProbeAt = clock.now.advanced(by: probeBackoff)
+        mirrorFailures += 1
+        rootError = .mirrorBlocked("the mirror is \(what): \(error.message)")
+    }
+
+    var probeBackoff: Duration { .milliseconds(min(5000, 250 << min(5, mirrorFailures))) }
+
+    func probeMirror(now: C.Instant) {
+        do { try mirror.probe() } catch {
+            mirrorProbeAt = now.advanced(by: probeBackoff)
+            mirrorFailures += 1
+            logger.debug("the mirror still takes no writes: \(error)")
+            return
+        }
+        mirrorProbeAt = nil
+        if case .mirrorBlocked = rootError { rootError = nil }
+        logger.info("the mirror takes writes again: full resync")
+        fullResyncRequested = true
+    }
+
+    /// One path (and, for a directory, what is below it), with deletions not braked.
+    func process(_ path: RelativePath, liveRemovals: [RelativePath] = []) {
+        let scope = nearestMirrorScope(path)
+        // The whole tree: a full pass, with its root check.
+        if scope.isRoot { return fullResync(exempt: Set(liveRemovals)) }
+        // Deletions seen live by inotify are not braked: a path that is gone, and the
+        // removal events at or below the scope. Deletions a scan of an existing
+        // directory infers on its own are, like a full pass's.
+        var brake = MassDeleteBrake(engine.options, exempt: Set(liveRemovals.filter { $0.isWithin(scope) }))
+        if (try? source.stat(scope))??.kind != .directory { brake.lifted = true }
+        do {
+            let scan = try engine.scan(scope)
+            hardLinks.known.formUnion(scan.hardLinked)
+            noteLinkedNamesGoing(scan)
+            let summary = engine.apply(scan, deferCopies: true, brake: brake)
+            noteLinkedChanges(scan)
+            let queuedAgain = Set(summary.deferredCopies)
+            for key in errors.keys where key.isWithin(scope) && !queuedAgain.contains(key) { errors[key] = nil }
+            clearFailures(within: scope, except: summary.deferredCopies)
+            if summary.heldDeletes > 0 {
+                heldDeletes = summary.heldDeletes
+                logger.warning("held \(summary.heldDeletes) deletions below \(scope.escaped): more than \(brake.maxDeletePercent)% of its entries")
+            }
+            note(summary)
+            for copy in summary.deferredCopies { queueCopy(copy) }
+            if let parent = scope.parent { directoriesToFix.insert(parent) }
+        } catch {
+            if (try? source.stat(scope)) ?? nil == nil || (error as? KeepSyncError)?.code == .notFound {
+                // Changing under our feet: try again once it settles.
+                logger.debug("\(scope.escaped): \(error); retrying")
+                enqueue(scope, now: clock.now, immediately: false)
+            } else {
+                errors[scope] = "\(error)"
+                logger.error("\(scope.escaped): \(error)")
+                scheduleRetry(scope, error)
+            }
+        }
+        startCopies()
+    }
+
+    /// `path`, or its nearest ancestor whose parent directory exists in the mirror.
+    func nearestMirrorScope(_ path: RelativePath) -> RelativePath {
+        var scope = path
+        while let parent = scope.parent, (try? mirror.stat(parent))??.kind != .directory {
+            scope = parent
+        }
+        return scope
+    }
+
+    func note(_ summary: SyncSummary) {
+        for e in summary.errors {
+            if let path = e.path, !path.isRoot { errors[path] = e.message } else { rootError = .pass(e.message) }
+            scheduleRetry(e.path ?? .root, e)
+        }
+        copiedFiles += summary.copiedFiles
+        copiedBytes += summary.copiedBytes
+    }
+}

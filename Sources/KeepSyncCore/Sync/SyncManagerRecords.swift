@@ -1,0 +1,65 @@
+/// The manager's side of the records: flushing to the writer, its failure in status, compaction.
+extension SyncManager {
+    // MARK: Records
+
+    /// Hands the records added so far (and a failed backlog) to the writer. With a
+    /// concurrent executor the syncfs and the append run in order on a serial queue, so
+    /// the actor never waits on the disk.
+    func flushRecords() {
+        unflushed = 0
+        showRecordsFailure()
+        guard records.flush(retryingBacklog: true) else { return }
+        lastAppendAt = clock.now
+        // A write that ran at once (an immediate scheduler) shows its outcome now.
+        showRecordsFailure()
+    }
+
+    static var recordsError: String { "cannot write records: " }
+
+    /// The root's "cannot write records" entry, as the writer's state says now: set while
+    /// its writes fail, gone once one succeeded (another meaning in the slot stays).
+    /// Returns true when it cleared the entry.
+    @discardableResult
+    func showRecordsFailure() -> Bool {
+        let shown: Bool
+        if case .records = rootError { shown = true } else { shown = false }
+        if let failure = records.failure {
+            rootError = .records(SyncManager.recordsError + failure.message)
+        } else if shown {
+            rootError = nil
+            return true
+        }
+        return false
+    }
+
+    /// Shows the writer's failure again when a write failed or recovered since the last look
+    /// (status, and a compaction after its drain: where reports used to land).
+    func lookAtRecordWrites() {
+        guard records.outcomes != seenRecordOutcomes else { return }
+        seenRecordOutcomes = records.outcomes
+        showRecordsFailure()
+    }
+
+    /// Waits until every record write handed to the queue is done.
+    public func drainRecords() async {
+        await records.drain()
+    }
+
+    /// Appends queued records and rewrites the store compactly.
+    public func compactRecords() async throws {
+        flushRecords()
+        await records.drain()
+        lookAtRecordWrites()
+        // Records follow the mirror: a change whose append failed is not durable yet.
+        try mirror.barrier()
+        try engine.store.compact(engine.records)
+        records.clearBacklog()
+    }
+
+    /// Queues a rewrite of the store as the records, in turn with the appends, so that
+    /// the log does not grow for as long as the agent runs; copies go on meanwhile.
+    public func compactRecordsInBackground() {
+        flushRecords()
+        records.compact(engine.records)
+    }
+}
