@@ -11,7 +11,7 @@ struct HardLinkTrackerTests {
     @Test("keeps the name changed last per file, and since when the first one waits")
     func lastNameAndSince() {
         var t = HardLinkTracker<Instant>()
-        let one = InodeKey(device: 1, inode: 10), two = InodeKey(device: 1, inode: 20)
+        let one = FileIdentity(device: 1, inode: 10), two = FileIdentity(device: 1, inode: 20)
         t.noteChange(one, at: RelativePath("a"), now: Self.at(5))
         t.noteChange(one, at: RelativePath("b"), now: Self.at(7))
         t.noteChange(two, at: RelativePath("c"), now: Self.at(9))

@@ -40,13 +40,13 @@ struct RecordJournalCodecTests {
         ChangeCase("remove of a non-UTF-8 path", .remove(RelativePath(bytes: [0xE9, 0x0A]))),
         ChangeCase("remove of a 4096-byte path", .remove(RelativePath(bytes: longPath))),
         ChangeCase("remove of the root", .remove(.root)),
-        ChangeCase("setRoot", .setRoot(RootIdentity(device: 2049, inode: 131_073))),
-        ChangeCase("setRoot of extreme values", .setRoot(RootIdentity(device: .max, inode: 0))),
+        ChangeCase("setRoot", .setRoot(FileIdentity(device: 2049, inode: 131_073))),
+        ChangeCase("setRoot of extreme values", .setRoot(FileIdentity(device: .max, inode: 0))),
     ]
 
     /// Three batches of mixed changes, as the log tests use them.
     static let batches: [[RecordChange]] = [
-        [.setRoot(RootIdentity(device: 1, inode: 2)), .put(record(Array("one".utf8))),
+        [.setRoot(FileIdentity(device: 1, inode: 2)), .put(record(Array("one".utf8))),
          .put(record([0xE9, 0x0A], kind: .symlink, target: [0xFE], seed: 2))],
         [.remove(RelativePath("one")), .put(record(Array("two/three".utf8), seed: 3))],
         [.put(record(Array("four".utf8), kind: .directory, seed: 4)), .remove(RelativePath(bytes: [0xE9, 0x0A])),
@@ -66,7 +66,7 @@ struct RecordJournalCodecTests {
     }
 
     static func sampleSet(records count: Int, pathLength: Int = 12) -> RecordSet {
-        var set = RecordSet(root: RootIdentity(device: 42, inode: 2))
+        var set = RecordSet(root: FileIdentity(device: 42, inode: 2))
         for i in 0..<count {
             var path = Array("d\(i % 7)/f\(i)-".utf8) + [0xE9, 0x0A]
             while path.count < pathLength { path.append(0x78) }

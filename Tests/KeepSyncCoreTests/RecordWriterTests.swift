@@ -7,7 +7,7 @@ import Testing
 /// compaction in turn, and the failure state its driver reads.
 @Suite("RecordWriter")
 struct RecordWriterTests {
-    static func change(_ n: UInt64) -> RecordChange { .setRoot(RootIdentity(device: 1, inode: n)) }
+    static func change(_ n: UInt64) -> RecordChange { .setRoot(FileIdentity(device: 1, inode: n)) }
 
     /// A writer over an in-memory mirror (whose barrier can be made to fail) and store.
     struct Rig {
@@ -81,6 +81,6 @@ struct RecordWriterTests {
         #expect(rig.writer.flush(retryingBacklog: true))
         await rig.writer.drain()
         #expect(rig.store.batches.last == [Self.change(3)])
-        #expect(try rig.store.load().root == RootIdentity(device: 1, inode: 3))
+        #expect(try rig.store.load().root == FileIdentity(device: 1, inode: 3))
     }
 }

@@ -9,8 +9,8 @@ struct SourceSafetyTests {
 
     static let rootDir = FileStat(kind: .directory, mode: 0o755, size: 4096,
                                   mtime: Timespec(seconds: 10, nanoseconds: 0), device: 8, inode: 100)
-    static let sameRoot = RootIdentity(device: 8, inode: 100)
-    static let otherRoot = RootIdentity(device: 8, inode: 200)
+    static let sameRoot = FileIdentity(device: 8, inode: 100)
+    static let otherRoot = FileIdentity(device: 8, inode: 200)
     static let file = FileRecord(path: RelativePath("a"), kind: .regular, device: 8, inode: 5, size: 1,
                                  mtime: Timespec(seconds: 1, nanoseconds: 0), mode: 0o644, mirrorInode: 9)
     static let rootRecord = FileRecord(path: .root, kind: .directory, device: 8, inode: 100, size: 0,

@@ -976,12 +976,12 @@ struct SyncEngineTests {
     @Test("the root identity is stored once")
     func recordRoot() throws {
         let h = Harness()
-        let id = RootIdentity(device: 1, inode: 2)
+        let id = FileIdentity(device: 1, inode: 2)
         try h.engine.recordRoot(id)
         try h.engine.recordRoot(id)
         #expect(h.store.batches == [[.setRoot(id)]])
         #expect(try h.store.load().root == id)
-        let other = RootIdentity(device: 1, inode: 3)
+        let other = FileIdentity(device: 1, inode: 3)
         try h.engine.recordRoot(other)
         #expect(h.store.batches.last == [.setRoot(other)])
     }

@@ -81,7 +81,7 @@ struct JournalBookmarkStoreTests {
     static let longPath: [UInt8] = (0..<4096).map { i in i % 100 == 99 ? 0x2F : UInt8(0x41 + i % 26) }
 
     static let batches: [[RecordChange]] = [
-        [.setRoot(RootIdentity(device: 2049, inode: 2)), .put(record(Array("a".utf8), kind: .directory, seed: 1)),
+        [.setRoot(FileIdentity(device: 2049, inode: 2)), .put(record(Array("a".utf8), kind: .directory, seed: 1)),
          .put(record([0x61, 0x2F, 0xE9, 0x0A], seed: 2)), .put(record(longPath, seed: 3))],
         [.remove(RelativePath("a/gone")), .put(record(Array("link".utf8), kind: .symlink, seed: 4))],
         [.remove(RelativePath(bytes: [0x61, 0x2F, 0xE9, 0x0A])), .put(record(Array("b".utf8), seed: 5))],
@@ -121,7 +121,7 @@ struct JournalBookmarkStoreTests {
         let loaded = try Self.store(dir).load()
         #expect(loaded == Self.applying(Self.batches))
         #expect(loaded.records[RelativePath(bytes: Self.longPath)] == Self.record(Self.longPath, seed: 3))
-        #expect(loaded.root == RootIdentity(device: 2049, inode: 2))
+        #expect(loaded.root == FileIdentity(device: 2049, inode: 2))
         #expect(dir.names() == ["records.log"])
     }
 

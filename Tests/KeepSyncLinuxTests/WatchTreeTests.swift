@@ -21,7 +21,7 @@ struct WatchTreeTests {
         return tree
     }
 
-    static func id(_ inode: UInt64) -> WatchNode.Identity { WatchNode.Identity(device: 1, inode: inode) }
+    static func id(_ inode: UInt64) -> FileIdentity { FileIdentity(device: 1, inode: inode) }
     static func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
     @Test("a new tree holds the root, watched, at the root path")

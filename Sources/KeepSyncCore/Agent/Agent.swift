@@ -25,7 +25,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var seenPasses = 0
     var rootProblem: String?
     /// The source root's recorded identity.
-    var rootIdentity: RootIdentity?
+    var rootIdentity: FileIdentity?
     /// The records, while running.
     var store: (any AgentRecordStore)?
     /// When a rewrite of the records was last asked for, and the snapshot's size then.
@@ -72,7 +72,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let store = prepared.store
         self.store = store
         var records = prepared.records
-        records.root = RootIdentity(device: prepared.root.device, inode: prepared.root.inode)
+        records.root = FileIdentity(device: prepared.root.device, inode: prepared.root.inode)
         rootIdentity = records.root
         try store.apply([.setRoot(records.root!)])
         let signalTask = Task {
@@ -156,13 +156,13 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         rootProblem = await manager.rootLost
     }
 
-    func checkRoot(recordedEntries: Int, identity: RootIdentity?) -> String? {
+    func checkRoot(recordedEntries: Int, identity: FileIdentity?) -> String? {
         Agent.rootProblem(host: host, path: settings.source, name: settings.sourceName, identity: identity,
                           recordedEntries: recordedEntries)
     }
 
     /// Why the source root at `path` cannot be trusted now, or nil.
-    static func rootProblem(host: any AgentHost, path: [UInt8], name: String, identity: RootIdentity?,
+    static func rootProblem(host: any AgentHost, path: [UInt8], name: String, identity: FileIdentity?,
                             recordedEntries: Int) -> String? {
         SourceRootCheck.problem(name: name, stat: host.sourceRootStat(path), identity: identity,
                                 recordedEntries: recordedEntries, isEmpty: { host.sourceRootIsEmpty(path) })

@@ -2,12 +2,12 @@
 /// the host sees at its path.
 public enum SourceRootCheck {
     /// The problem, or nil. `isEmpty` is asked only when records list entries.
-    public static func problem(name: String, stat: FileStat?, identity: RootIdentity?, recordedEntries: Int,
+    public static func problem(name: String, stat: FileStat?, identity: FileIdentity?, recordedEntries: Int,
                                isEmpty: () -> Bool) -> String? {
         guard let stat, stat.kind == .directory else {
             return "source \(name) is missing; nothing is deleted (is a disk unmounted?)"
         }
-        if let identity, identity != RootIdentity(device: stat.device, inode: stat.inode) {
+        if let identity, identity != FileIdentity(device: stat.device, inode: stat.inode) {
             return "source \(name) was replaced by a different directory; nothing is deleted"
         }
         if recordedEntries > 0, isEmpty() {

@@ -60,7 +60,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
             summary.errors.append(failure)
         }
         progress.finish(nil)
-        try engine.recordRoot(RootIdentity(device: opened.device, inode: opened.inode))
+        try engine.recordRoot(FileIdentity(device: opened.device, inode: opened.inode))
         if summary != SyncSummary() || records.wasDamaged { try store.compact(engine.records) }
         let held = summary.heldDeletes
         logger.info(Self.describe(summary))

@@ -249,7 +249,7 @@ public enum RecordJournalCodec {
                 changes.append(.remove(RelativePath(bytes: path)))
             case tagSetRoot:
                 guard let device = read(UInt64.self, p, &at), let inode = read(UInt64.self, p, &at) else { return nil }
-                changes.append(.setRoot(RootIdentity(device: device, inode: inode)))
+                changes.append(.setRoot(FileIdentity(device: device, inode: inode)))
             case tagEnd:
                 guard count == 1, let records = read(UInt64.self, p, &at) else { return nil }
                 endCount = records

@@ -3,10 +3,10 @@
 /// queues the other names of every file noted here in one walk of the records.
 struct HardLinkTracker<Instant: InstantProtocol> where Instant.Duration == Duration {
     /// Source files with more than one name, as the scans saw them (a full pass sees all).
-    var known: Set<InodeKey> = []
+    var known: Set<FileIdentity> = []
     /// For each linked file changed whose other names were not looked for yet: the name
     /// changed last.
-    private(set) var changed: [InodeKey: RelativePath] = [:]
+    private(set) var changed: [FileIdentity: RelativePath] = [:]
     /// Since when the first of those waits.
     private(set) var since: Instant?
 
@@ -14,13 +14,13 @@ struct HardLinkTracker<Instant: InstantProtocol> where Instant.Duration == Durat
     init() {}
 
     /// Notes a change of the linked file `key` through `path`.
-    mutating func noteChange(_ key: InodeKey, at path: RelativePath, now: Instant) {
+    mutating func noteChange(_ key: FileIdentity, at path: RelativePath, now: Instant) {
         changed[key] = path
         if since == nil { since = now }
     }
 
     /// Takes the changed files out, for their other names to be queued.
-    mutating func takeChanged() -> [InodeKey: RelativePath] {
+    mutating func takeChanged() -> [FileIdentity: RelativePath] {
         defer {
             changed.removeAll()
             since = nil

@@ -343,7 +343,7 @@ public final class SyncEngine {
     }
 
     /// Records the source root's identity when it differs from the stored one.
-    public func recordRoot(_ identity: RootIdentity) throws {
+    public func recordRoot(_ identity: FileIdentity) throws {
         guard records.root != identity else { return }
         records.root = identity
         try store.apply([.setRoot(identity)])

@@ -71,7 +71,7 @@ extension SyncManager {
             clearFailures(within: path)
             if let copied {
                 if copied.source.links > 1 {
-                    let key = InodeKey(device: copied.source.device, inode: copied.source.inode)
+                    let key = FileIdentity(device: copied.source.device, inode: copied.source.inode)
                     hardLinks.known.insert(key)
                     hardLinks.noteChange(key, at: copied.path, now: clock.now)
                 }
@@ -108,7 +108,7 @@ extension SyncManager {
         for step in scan.steps {
             guard case .path(let state, let actions, _) = step, let s = state.source, s.kind == .regular, s.links > 1,
                   actions.contains(where: { if case .setAttributes = $0 { return true }; return false }) else { continue }
-            hardLinks.noteChange(InodeKey(device: s.device, inode: s.inode), at: state.path, now: clock.now)
+            hardLinks.noteChange(FileIdentity(device: s.device, inode: s.inode), at: state.path, now: clock.now)
         }
     }
 
@@ -123,7 +123,7 @@ extension SyncManager {
             guard case .path(let state, let actions, _) = step, actions.contains(where: \.isDeletion) else { continue }
             for slot in table.slots(within: state.path) {
                 guard let (path, record) = table.entry(atSlot: slot), record.kind == .regular else { continue }
-                let key = InodeKey(device: record.device, inode: record.inode)
+                let key = FileIdentity(device: record.device, inode: record.inode)
                 guard hardLinks.known.contains(key) else { continue }
                 hardLinks.noteChange(key, at: path, now: clock.now)
             }
@@ -139,7 +139,7 @@ extension SyncManager {
         guard !hardLinks.changed.isEmpty else { return }
         let copied = hardLinks.takeChanged()
         for (path, r) in engine.records.records {
-            if let last = copied[InodeKey(device: r.device, inode: r.inode)], last != path {
+            if let last = copied[FileIdentity(device: r.device, inode: r.inode)], last != path {
                 enqueue(path, now: clock.now, immediately: false)
             }
         }

@@ -55,7 +55,7 @@ final class DirectoryWalker {
     /// Why a rescan must be reported (a directory could not be listed or opened).
     private var rescanReason: String?
     /// Per-walk guard against bind-mount loops.
-    private var walkVisited: Set<WatchNode.Identity> = []
+    private var walkVisited: Set<FileIdentity> = []
     /// Nodes reached by a rebuilding walk.
     private var reached: Set<ObjectIdentifier>?
 
@@ -88,8 +88,8 @@ final class DirectoryWalker {
             fd.close()
             throw KeepSyncError(.watchLimitReached, "cannot watch \(display): inotify_add_watch: the watch limit is reached; raise it with `sysctl fs.inotify.max_user_watches=N`", errno: ENOSPC)
         }
-        let identity = (try? fd.stat()).map { WatchNode.Identity(device: $0.device, inode: $0.inode) }
-            ?? WatchNode.Identity(device: 0, inode: 0)
+        let identity = (try? fd.stat()).map { FileIdentity(device: $0.device, inode: $0.inode) }
+            ?? FileIdentity(device: 0, inode: 0)
         tree = WatchTree(rootWatch: wd, identity: identity) { [inotify] in Inotify.removeWatch(inotify, $0) }
         walkVisited = [identity]
         try walk(from: list(fd, node: tree.root, path: .root, emit: false), emit: false)
@@ -176,7 +176,7 @@ final class DirectoryWalker {
             guard let next else { return nil }
             fd = next
         }
-        guard let stat = try? fd.stat(), WatchNode.Identity(device: stat.device, inode: stat.inode) == node.identity else {
+        guard let stat = try? fd.stat(), FileIdentity(device: stat.device, inode: stat.inode) == node.identity else {
             fd.close()
             return nil
         }
@@ -220,7 +220,7 @@ final class DirectoryWalker {
     /// was seen already in this walk, loops back to an ancestor, or cannot be watched.
     private func enter(_ fd: FileDescriptor, parent: WatchNode, name: [UInt8], path: RelativePath, emit: Bool) -> Frame? {
         guard let stat = try? fd.stat() else { return nil }
-        let identity = WatchNode.Identity(device: stat.device, inode: stat.inode)
+        let identity = FileIdentity(device: stat.device, inode: stat.inode)
         guard walkVisited.insert(identity).inserted else { return nil }
         let wd: Int32?
         do throws(Errno) {

@@ -3,14 +3,6 @@ import KeepSyncCore
 /// One directory of the watched tree: its watch (nil when the limit left it unwatched), its
 /// place (so a moved directory takes its subtree along) and its identity.
 final class WatchNode {
-    /// Device and inode of a directory.
-    struct Identity: Hashable {
-        /// Device number.
-        var device: UInt64
-        /// Inode number.
-        var inode: UInt64
-    }
-
     /// The inotify watch descriptor; nil while unwatched.
     var wd: Int32?
     /// The entry name in its parent; empty for the root.
@@ -20,12 +12,12 @@ final class WatchNode {
     /// Subdirectories by name.
     var children: [[UInt8]: WatchNode] = [:]
     /// Device and inode, to notice a directory swapped under a name.
-    var identity: Identity
+    var identity: FileIdentity
     /// Set once the node left the tree.
     var detached = false
 
     /// A node named `name` below `parent`.
-    init(wd: Int32?, name: [UInt8], parent: WatchNode?, identity: Identity) {
+    init(wd: Int32?, name: [UInt8], parent: WatchNode?, identity: FileIdentity) {
         self.wd = wd
         self.name = name
         self.parent = parent

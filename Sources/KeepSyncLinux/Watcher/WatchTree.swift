@@ -13,7 +13,7 @@ final class WatchTree {
     private let release: (Int32) -> Void
 
     /// A tree holding only the root, watched as `rootWatch`.
-    init(rootWatch: Int32, identity: WatchNode.Identity, release: @escaping (Int32) -> Void) {
+    init(rootWatch: Int32, identity: FileIdentity, release: @escaping (Int32) -> Void) {
         root = WatchNode(wd: rootWatch, name: [], parent: nil, identity: identity)
         watches[rootWatch] = root
         self.release = release
@@ -28,7 +28,7 @@ final class WatchTree {
     /// Adds `name` below `parent` (replacing what was there, with its subtree): watched as
     /// `wd`, or unwatched when nil.
     @discardableResult
-    func add(_ name: [UInt8], under parent: WatchNode, wd: Int32?, identity: WatchNode.Identity) -> WatchNode {
+    func add(_ name: [UInt8], under parent: WatchNode, wd: Int32?, identity: FileIdentity) -> WatchNode {
         let node = WatchNode(wd: wd, name: name, parent: parent, identity: identity)
         if let old = parent.children[name] { removeSubtree(old) }
         parent.children[name] = node

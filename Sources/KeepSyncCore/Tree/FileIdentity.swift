@@ -11,9 +11,3 @@ public struct FileIdentity: Hashable, Sendable {
         self.inode = inode
     }
 }
-
-/// The source root directory's identity, kept with the records.
-public typealias RootIdentity = FileIdentity
-
-/// The old name of a source file's identity, still used by SyncManager (switch it, then drop this).
-typealias InodeKey = FileIdentity

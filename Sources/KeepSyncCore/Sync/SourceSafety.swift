@@ -23,7 +23,7 @@ public enum SourceSafety {
             return .usage("source \(sourcePath) does not exist")
         }
         guard root.kind == .directory else { return .usage("source \(sourcePath) is not a directory") }
-        if let recorded = records.root, recorded != RootIdentity(device: root.device, inode: root.inode), !acceptNewSource {
+        if let recorded = records.root, recorded != FileIdentity(device: root.device, inode: root.inode), !acceptNewSource {
             return .refuse("source \(sourcePath) is a different directory than recorded (device \(recorded.device) inode \(recorded.inode), now device \(root.device) inode \(root.inode)); nothing is deleted; use --accept-new-source to adopt it")
         }
         if rootIsEmpty, recordedEntries > 0, !allowMassDelete, !acceptNewSource {

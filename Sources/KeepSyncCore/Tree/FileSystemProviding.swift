@@ -1,0 +1,19 @@
+/// Read-only access to a tree, relative to its root, never following a symlink.
+public protocol FileSystemProviding: Sendable {
+    /// `lstat` of a path; nil when it does not exist.
+    func stat(_ path: RelativePath) throws -> FileStat?
+    /// The entries of a directory with their `lstat`, in no particular order.
+    func list(_ directory: RelativePath) throws -> [DirectoryEntry]
+    /// The target bytes of a symlink.
+    func readLink(_ path: RelativePath) throws -> [UInt8]
+    /// Opens a regular file for reading.
+    func open(_ path: RelativePath) throws -> any SourceFile
+    /// The stat at `path`, for telling whether a file changed since a stat (may be
+    /// cheaper than `stat`, and need not be confined: a wrong answer only differs).
+    func currentVersion(_ path: RelativePath) throws -> FileStat?
+}
+
+extension FileSystemProviding {
+    /// `stat`, unless the tree has a cheaper way.
+    public func currentVersion(_ path: RelativePath) throws -> FileStat? { try stat(path) }
+}
