@@ -3,9 +3,10 @@ import Glibc
 #endif
 
 /// Waits until `condition` holds (true) or `timeout` of real time passes (false),
-/// trying again every `interval`; an interval of zero yields instead of sleeping (for
-/// work that needs only the task pool, as in the Core tests, which never sleep).
-public func eventually(timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(10),
+/// trying again every `interval`; an interval of zero yields, then looks again after a
+/// millisecond (a spinning waiter would take a core from the work it waits for). The
+/// deadline only bounds a failure: generous, for a loaded machine.
+public func eventually(timeout: Duration = .seconds(60), every interval: Duration = .milliseconds(10),
                        _ condition: () async throws -> Bool) async rethrows -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now + timeout
@@ -14,6 +15,8 @@ public func eventually(timeout: Duration = .seconds(10), every interval: Duratio
         if clock.now >= deadline { return false }
         if interval == .zero {
             await Task.yield()
+            if try await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(1))
         } else {
             try? await Task.sleep(for: interval)
         }
@@ -22,7 +25,7 @@ public func eventually(timeout: Duration = .seconds(10), every interval: Duratio
 
 /// The blocking form of `eventually`, for teardown paths that cannot await and for
 /// moments that must not wait for a busy task pool to resume the test.
-public func eventuallyBlocking(timeout: Duration = .seconds(10), every interval: Duration = .milliseconds(10),
+public func eventuallyBlocking(timeout: Duration = .seconds(60), every interval: Duration = .milliseconds(10),
                                _ condition: () throws -> Bool) rethrows -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now + timeout

@@ -60,7 +60,14 @@ public final class ManualClock: Clock, Sendable {
                     s.sleepers[id] = Sleeper(deadline: deadline, continuation: c)
                     return false
                 }
-                if resumeNow { c.resume() }
+                if resumeNow { return c.resume() }
+                // A cancellation that came before the sleeper was stored found nothing to wake.
+                if Task.isCancelled, let c = state.withLock({ s in
+                    defer { s.sleepers[id] = nil }
+                    return s.sleepers[id]?.continuation
+                }) {
+                    c.resume(throwing: CancellationError())
+                }
             }
         } onCancel: {
             let c = state.withLock { s -> CheckedContinuation<Void, any Error>? in

@@ -59,7 +59,7 @@ final class AgentHarness: Sendable {
 
     /// Waits until `condition` holds, advancing the clock by `step` between looks (none
     /// when `step` is zero); fails after `timeout` of real time.
-    func until(_ what: String, step: Duration = .milliseconds(250), timeout: Duration = .seconds(20),
+    func until(_ what: String, step: Duration = .milliseconds(250), timeout: Duration = .seconds(120),
                sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async -> Bool) async throws {
         let deadline = ContinuousClock.now + timeout
         while await !condition() {

@@ -225,14 +225,15 @@ struct AgentTests {
         h.start()
         try await h.waitUntilReady()
         let before = h.host.store.compactions
+        // The agent asks at or after `lower` (the clock moves while the test waits).
+        let lower = h.clock.now
         h.host.store.setLengths(log: 2 << 20, snapshot: 1 << 20)
         try await h.until("a compaction") { h.host.store.compactions == before + 1 }
-        let asked = h.clock.now
         // The log stays long (the fake compaction changes no size): not asked again for 30 s.
-        try await h.until("29 s later", step: .milliseconds(500)) { asked.duration(to: h.clock.now) >= .seconds(29) }
+        try await h.until("29 s later", step: .milliseconds(500)) { lower.duration(to: h.clock.now) >= .seconds(29) }
         #expect(h.host.store.compactions == before + 1)
         try await h.until("asked again after 30 s") { h.host.store.compactions == before + 2 }
-        #expect(asked.duration(to: h.clock.now) >= .seconds(30))
+        #expect(lower.duration(to: h.clock.now) >= .seconds(30))
         #expect(try await h.stop() == .success)
     }
 }
