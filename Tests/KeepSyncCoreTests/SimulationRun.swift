@@ -433,7 +433,7 @@ final class SimulationRun {
         let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: records, options: options, logger: logger)
         let executor = settings.heldCopies.map { copies.executor(limit: $0) } ?? .inline
         let manager = SyncManager(engine: engine, source: source, mirror: LocalMirror(mirror), clock: clock, timing: Self.timing,
-                                  executor: executor, logger: logger, taskExecutor: thread, actorExecutor: thread)
+                                  executor: executor, logger: logger, taskExecutor: thread)
         self.manager = manager
         down = 0
         note("start with \(records.records.count) records")

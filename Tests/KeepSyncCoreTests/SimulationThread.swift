@@ -1,11 +1,11 @@
 import Glibc
 
-/// A task and serial executor with one thread of its own: the simulation's seeds, the
-/// manager's actor (its executor too) and its jobs and its own tasks (copy completions, record reports) all run there, in the
+/// A task executor with one thread of its own: the simulation's seeds, the manager's
+/// actor jobs and its own tasks (copy completions, record reports) all run there, in the
 /// order they were enqueued. Seeds then neither wait for the concurrency pool (two threads
 /// on two cores, which end-to-end tests hold while a child process runs) nor depend on
 /// how other work interleaves with theirs.
-final class SimulationThread: TaskExecutor, SerialExecutor, @unchecked Sendable {
+final class SimulationThread: TaskExecutor, @unchecked Sendable {
     // Guarded by `mutex`.
     private var jobs: [UnownedJob] = []
     private var head = 0
@@ -66,6 +66,6 @@ final class SimulationThread: TaskExecutor, SerialExecutor, @unchecked Sendable 
     }
 
     private func loop() {
-        while let job = next() { job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor()) }
+        while let job = next() { job.runSynchronously(on: asUnownedTaskExecutor()) }
     }
 }

@@ -132,19 +132,11 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Where the manager's own tasks (copy completions, record reports) prefer to run;
     /// nil: the global pool. A simulation keeps them on its own thread.
     let taskExecutor: (any TaskExecutor)?
-    /// Where the actor runs: a thread of its own by default (`ManagerExecutor`), so that
-    /// its blocking scans never hold a thread of the cooperative pool.
-    nonisolated let actorExecutor: any SerialExecutor
-
-    /// The actor's executor.
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { actorExecutor.asUnownedSerialExecutor() }
-
     /// A manager over the given engine's seams.
     public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any MirrorProviding,
                 clock: C, timing: Timing = Timing(), executor: CopyExecutor, logger: Logger = .silent,
                 io: ParallelIO = .serial, rootCheck: (@Sendable (Int) -> String?)? = nil,
-                taskExecutor: (any TaskExecutor)? = nil, actorExecutor: (any SerialExecutor)? = nil) {
-        self.actorExecutor = actorExecutor ?? ManagerExecutor()
+                taskExecutor: (any TaskExecutor)? = nil) {
         self.rootCheck = rootCheck
         self.taskExecutor = taskExecutor
         self.io = io
