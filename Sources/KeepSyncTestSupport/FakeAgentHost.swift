@@ -31,15 +31,8 @@ public final class FakeAgentHost: AgentHost {
                         refused: (RecordSet, String) -> Void) throws -> PreparedRecords {
         let records = try store.load()
         let root = sourceRootStat(settings.source)
-        switch SourceSafety.evaluate(sourcePath: settings.sourceName, root: root, rootIsEmpty: sourceRootIsEmpty(settings.source),
-                                     records: records, acceptNewSource: settings.invocation.acceptNewSource,
-                                     allowMassDelete: settings.invocation.allowMassDelete) {
-        case .proceed: break
-        case .usage(let message): throw KeepSyncError(.configuration, message)
-        case .refuse(let message):
-            refused(records, message)
-            throw KeepSyncError(.unsafe, message)
-        }
+        try SourceSafety.require(settings, root: root, rootIsEmpty: sourceRootIsEmpty(settings.source), records: records,
+                                 refused: refused)
         state.withLock { $0.locked = true }
         return PreparedRecords(store: store, records: records, root: root!, release: { self.state.withLock { $0.locked = false } })
     }

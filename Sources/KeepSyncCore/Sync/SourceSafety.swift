@@ -10,6 +10,21 @@ public enum SourceSafety {
         case usage(String)
     }
 
+    /// `evaluate` for a command's settings: returns when the pass may go ahead, throws a
+    /// configuration error or (after telling `refused`) an `.unsafe` one.
+    public static func require(_ settings: Settings, root: FileStat?, rootIsEmpty: Bool, records: RecordSet,
+                               refused: (RecordSet, String) -> Void) throws {
+        switch evaluate(sourcePath: settings.sourceName, root: root, rootIsEmpty: rootIsEmpty, records: records,
+                        acceptNewSource: settings.invocation.acceptNewSource,
+                        allowMassDelete: settings.invocation.allowMassDelete) {
+        case .proceed: return
+        case .usage(let message): throw KeepSyncError(.configuration, message)
+        case .refuse(let message):
+            refused(records, message)
+            throw KeepSyncError(.unsafe, message)
+        }
+    }
+
     /// Decides from the source root's stat (nil when missing), whether it is empty,
     /// and the records.
     public static func evaluate(sourcePath: String, root: FileStat?, rootIsEmpty: Bool, records: RecordSet,

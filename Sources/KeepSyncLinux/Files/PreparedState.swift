@@ -28,15 +28,7 @@ struct PreparedState {
             let rootStat = HostPaths.stat(settings.source)
             let rootIsEmpty = rootStat?.kind == .directory
                 ? ((try? PosixFileSystem(rootPath: settings.source).list(.root).isEmpty) ?? false) : false
-            switch SourceSafety.evaluate(sourcePath: HostPaths.display(settings.source), root: rootStat, rootIsEmpty: rootIsEmpty,
-                                         records: records, acceptNewSource: settings.invocation.acceptNewSource,
-                                         allowMassDelete: settings.invocation.allowMassDelete) {
-            case .proceed: break
-            case .usage(let message): throw KeepSyncError(.configuration, message)
-            case .refuse(let message):
-                refused(records, message)
-                throw KeepSyncError(.unsafe, message)
-            }
+            try SourceSafety.require(settings, root: rootStat, rootIsEmpty: rootIsEmpty, records: records, refused: refused)
             root = rootStat!
             try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
         } catch {
