@@ -11,3 +11,8 @@ struct FileInfo: Equatable {
     var ctimeSeconds: Int
     var ctimeNanoseconds: Int
 }
+
+extension FileInfo {
+    /// The ctime in nanoseconds since the epoch.
+    var ctimeNanosecondsTotal: Int { ctimeSeconds * 1_000_000_000 + ctimeNanoseconds }
+}

@@ -44,9 +44,13 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         TemporaryName.matches(name)
     }
 
+    /// `lstat` in the mirror, never following a link.
     public func stat(_ path: RelativePath) throws -> FileStat? { try tree.stat(path) }
+    /// A mirror directory's entries.
     public func list(_ directory: RelativePath) throws -> [DirectoryEntry] { try tree.list(directory) }
+    /// A mirror symlink's target bytes.
     public func readLink(_ path: RelativePath) throws -> [UInt8] { try tree.readLink(path) }
+    /// Opens a mirror file for reading.
     public func open(_ path: RelativePath) throws -> any SourceFile { try tree.open(path) }
 
     /// Writes the temp file (data, mode, mtime; fsynced when `durable`), without the rename.
