@@ -37,12 +37,6 @@ public enum HostPaths {
         return abs
     }
 
-    /// True when `inner` is `outer` or lies below it (both resolved).
-    public static func isWithin(_ inner: [UInt8], _ outer: [UInt8]) -> Bool {
-        if outer == [0x2F] { return true }
-        return inner == outer || (inner.starts(with: outer) && inner.count > outer.count && inner[outer.count] == 0x2F)
-    }
-
     /// `lstat` of an absolute path; nil when missing.
     public static func stat(_ path: [UInt8]) -> FileStat? {
         try? Sys.lstat(.currentDirectory, path)
