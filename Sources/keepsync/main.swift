@@ -1,3 +1,4 @@
 import KeepSyncLinux
 
-CommandRunner.main()
+LinuxProcess.prepare()
+LinuxProcess.exit(CommandRunner(arguments: LinuxProcess.arguments, environment: LinuxProcess.environment).run())

@@ -1,8 +1,13 @@
 import KeepSyncCore
 
 /// Settings' paths on this machine: realpath, stat and read through `HostPaths`.
-struct HostPathResolver: PathResolving {
-    func resolve(_ path: [UInt8]) -> [UInt8] { HostPaths.resolve(path) }
-    func exists(_ path: [UInt8]) -> Bool { HostPaths.stat(path) != nil }
-    func read(_ path: [UInt8]) throws -> [UInt8] { try HostPaths.read(path) }
+public struct HostPathResolver: PathResolving {
+    /// A resolver.
+    public init() {}
+    /// `realpath`, or the path made absolute when it does not exist.
+    public func resolve(_ path: [UInt8]) -> [UInt8] { HostPaths.resolve(path) }
+    /// True when `path` exists.
+    public func exists(_ path: [UInt8]) -> Bool { HostPaths.stat(path) != nil }
+    /// The file's bytes.
+    public func read(_ path: [UInt8]) throws -> [UInt8] { try HostPaths.read(path) }
 }

@@ -86,6 +86,9 @@ public enum HostPaths {
         try? Sys.unlink(.currentDirectory, path, directory: false)
     }
 
+    /// The names in directory `path` (without `.` and `..`).
+    public static func list(_ path: [UInt8]) throws -> [[UInt8]] { try Sys.readDirectoryPath(path) }
+
     /// Bytes as text for messages (invalid UTF-8 repaired).
     public static func display(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 }

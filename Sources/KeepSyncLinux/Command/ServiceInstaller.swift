@@ -1,13 +1,19 @@
 import Glibc
-import Glibc
 import KeepSyncCore
 
 /// `keepsync service install|uninstall`: writes or removes the user unit (and the
 /// configuration from flags), and enables it when asked.
-struct ServiceInstaller {
+public struct ServiceInstaller {
     let invocation: Invocation
     let environment: [String: String]
     let home: [UInt8]
+
+    /// An installer for `invocation`'s unit, under the user's `home`.
+    public init(invocation: Invocation, environment: [String: String], home: [UInt8]) {
+        self.invocation = invocation
+        self.environment = environment
+        self.home = home
+    }
 
     var configHome: [UInt8] {
         if let v = environment["XDG_CONFIG_HOME"], v.first == "/" { return Array(v.utf8) }
@@ -24,13 +30,11 @@ struct ServiceInstaller {
 
     /// The running binary's absolute path.
     static func executablePath() -> String {
-        var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
-        guard n > 0 else { return CommandLine.arguments[0] }
-        return String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        ProcessEnvironment.executablePath().map { String(decoding: $0, as: UTF8.self) } ?? CommandLine.arguments[0]
     }
 
-    func install() throws -> ExitCode {
+    /// Writes the unit (and the configuration from flags) and enables it when asked.
+    public func install() throws -> ExitCode {
         if invocation.source != nil || invocation.mirror != nil {
             guard let source = invocation.source, let mirror = invocation.mirror else {
                 throw KeepSyncError(.configuration, "service install: give both --source and --mirror, or neither (to use an existing \(HostPaths.display(configFile)))")
@@ -65,7 +69,8 @@ struct ServiceInstaller {
         return .success
     }
 
-    func uninstall() throws -> ExitCode {
+    /// Disables and removes the unit.
+    public func uninstall() throws -> ExitCode {
         _ = try? systemctl(["disable", "--now", unitName])
         if invocation.name == nil || !otherInstancesEnabled() {
             HostPaths.removeFile(unitFile)

@@ -1,9 +1,9 @@
 import KeepSyncCore
 
 /// Renders `status.json` for humans.
-enum StatusText {
+public enum StatusText {
     /// The human-readable form; the raw text when it cannot be parsed.
-    static func render(json bytes: [UInt8]) -> String {
+    public static func render(json bytes: [UInt8]) -> String {
         guard case .object(let object)? = JSONValue.parse(bytes) else {
             return String(decoding: bytes, as: UTF8.self)
         }

@@ -2,16 +2,28 @@ import KeepSyncCore
 
 /// The agent's machine: the state directory's lock and journal, the source and mirror
 /// trees, inotify, the directory warmer, the source root's stat, a Dispatch timer.
-struct LinuxAgentHost: AgentHost {
-    var processID: Int { Int(ProcessEnvironment.processID) }
+public struct LinuxAgentHost: AgentHost {
+    /// Copies staged at once by `sync`: enough to keep a disk's queue busy on a cold cache.
+    public static let copyIO = ParallelIO(width: 4)
+    /// Directory listings ahead of a scan: a cold disk answers many at once.
+    public static let scanIO = ParallelIO(width: 12)
 
-    func timestamp() -> String { LogSink.utcTimestamp() }
+    /// The host of this machine.
+    public init() {}
 
-    var copies: (executor: CopyExecutor, io: ParallelIO, scanIO: ParallelIO) {
-        (.dispatch(limit: 4), CommandRunner.copyIO, CommandRunner.scanIO)
+    /// This process's ID.
+    public var processID: Int { Int(ProcessEnvironment.processID) }
+
+    /// The time now, UTC, as status shows it.
+    public func timestamp() -> String { LogSink.utcTimestamp() }
+
+    /// Copies on four Dispatch threads; staging and listing widths.
+    public var copies: (executor: CopyExecutor, io: ParallelIO, scanIO: ParallelIO) {
+        (.dispatch(limit: 4), Self.copyIO, Self.scanIO)
     }
 
-    func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
+    /// Takes the state's lock and loads (or refuses) its records.
+    public func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
                  refused: (RecordSet, String) -> Void) throws -> PreparedRecords {
         let prepared = try PreparedState(settings, logger: logger, heartbeat: heartbeat, refused: refused)
         let lock = prepared.lock
@@ -19,26 +31,32 @@ struct LinuxAgentHost: AgentHost {
                                release: { lock.release() })
     }
 
-    func openTrees(_ settings: Settings, cancellation: CancellationFlag) throws
+    /// The source as a POSIX tree; the mirror as a local mirror over atomic file steps.
+    public func openTrees(_ settings: Settings, cancellation: CancellationFlag) throws
         -> (source: any FileSystemProviding, mirror: any MirrorProviding) {
         (try PosixFileSystem(rootPath: settings.source),
          LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation)))
     }
 
-    func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat) -> any WatcherProviding {
+    /// An inotify watcher of the source.
+    public func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat) -> any WatcherProviding {
         InotifyWatcher(rootPath: settings.source, logger: logger, heartbeat: heartbeat)
     }
 
-    func warmDirectories(_ settings: Settings) -> @Sendable () -> Void {
+    /// Reads the source's directories ahead on threads of their own; returns the stop.
+    public func warmDirectories(_ settings: Settings) -> @Sendable () -> Void {
         let warmer = DirectoryWarmer(root: settings.source, excludes: settings.excludes, width: 8)
         return { warmer.stop() }
     }
 
-    func sourceRootStat(_ path: [UInt8]) -> FileStat? { HostPaths.stat(path) }
+    /// `stat` of the source root.
+    public func sourceRootStat(_ path: [UInt8]) -> FileStat? { HostPaths.stat(path) }
 
-    func sourceRootIsEmpty(_ path: [UInt8]) -> Bool { (try? Sys.readDirectoryPath(path))?.isEmpty ?? false }
+    /// True when the source root lists no entry.
+    public func sourceRootIsEmpty(_ path: [UInt8]) -> Bool { (try? HostPaths.list(path))?.isEmpty ?? false }
 
-    func repeating(every interval: Duration, _ tick: @escaping @Sendable () -> Void) -> any TimerHandle {
+    /// A Dispatch timer.
+    public func repeating(every interval: Duration, _ tick: @escaping @Sendable () -> Void) -> any TimerHandle {
         RepeatingTimer(label: "keepsync.watchdog", every: interval, tick)
     }
 }

@@ -5,21 +5,21 @@ import Synchronization
 /// Writes status.json atomically (temp file, fsync, rename) into the state directory,
 /// in order, on a serial queue of its own: its fsync must not hold a thread of the
 /// concurrency pool (two on two cores) while a copy waits for the manager.
-final class StatusFileWriter: StatusWriter {
+public final class StatusFileWriter: StatusWriter {
     private let path: [UInt8]
     private let failed = Atomic<Bool>(false)
     private let queue = DispatchQueue(label: "keepsync.status")
 
     /// A writer of `state`/status.json.
-    init(stateDirectory: [UInt8]) {
+    public init(stateDirectory: [UInt8]) {
         path = stateDirectory + Array("/status.json".utf8)
     }
 
     /// True when the last write failed (a full disk, EIO).
-    var lastWriteFailed: Bool { failed.load(ordering: .acquiring) }
+    public var lastWriteFailed: Bool { failed.load(ordering: .acquiring) }
 
     /// Queues the write; `waits`: done on return.
-    func write(_ report: StatusReport, waits: Bool) {
+    public func write(_ report: StatusReport, waits: Bool) {
         failed.store(false, ordering: .releasing)
         let path = self.path, bytes = Array(report.json.utf8)
         let write: @Sendable () -> Void = { [self] in

@@ -44,6 +44,14 @@ enum ProcessEnvironment {
     /// `exit`.
     static func exit(_ code: Int32) -> Never { Glibc.exit(code) }
 
+    /// `readlink("/proc/self/exe")`: the running binary's absolute path.
+    static func executablePath() -> [UInt8]? {
+        var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink("/proc/self/exe", &buf, buf.count - 1)
+        guard n > 0 else { return nil }
+        return buf[..<n].map { UInt8(bitPattern: $0) }
+    }
+
     /// `CLOCK_MONOTONIC` in microseconds (sd_notify's `MONOTONIC_USEC=`).
     static func monotonicMicroseconds() -> UInt64 {
         var ts = timespec()

@@ -1,37 +1,16 @@
 import Dispatch
 import KeepSyncCore
+import KeepSyncLinux
 import Synchronization
 
-/// Carries out one invocation of the `keepsync` command: resolves configuration and
-/// paths, takes the lock, wires the production seams and reports. Returns the exit code.
-public struct CommandRunner: Sendable {
+/// Carries out one invocation of the `keepsync` command: parses it, and wires Core's
+/// commands and agent to this machine's adapters (KeepSyncLinux). Returns the exit code.
+struct CommandRunner: Sendable {
     let arguments: [[UInt8]]
     let environment: [String: String]
 
-    /// A runner for argv (without argv[0]) and the process environment.
-    public init(arguments: [[UInt8]], environment: [String: String]) {
-        self.arguments = arguments
-        self.environment = environment
-    }
-
-    /// The process's arguments (without argv[0]) as raw bytes: argv need not be UTF-8.
-    public static func processArguments() -> [[UInt8]] { ProcessEnvironment.arguments() }
-
-    /// The process's environment (later entries of a repeated name win).
-    public static func processEnvironment() -> [String: String] { ProcessEnvironment.variables() }
-
-    /// Runs `keepsync` with the process's arguments and environment, then exits.
-    public static func main() -> Never {
-        // Copy and scan threads would each get a malloc arena of their own: two are plenty
-        // for what they allocate, and keep the resident set small.
-        ProcessEnvironment.limitMallocArenas(2)
-        Sys.raiseOpenFileLimit()
-        let code = CommandRunner(arguments: processArguments(), environment: processEnvironment()).run()
-        ProcessEnvironment.exit(code.rawValue)
-    }
-
     /// Runs the command and returns its exit code.
-    public func run() -> ExitCode {
+    func run() -> ExitCode {
         if arguments.isEmpty {
             LogSink.write(CommandLineParser.usage)
             return .usage
@@ -80,10 +59,7 @@ public struct CommandRunner: Sendable {
         }
     }
 
-    var home: [UInt8] {
-        if let h = environment["HOME"], !h.isEmpty { return Array(h.utf8) }
-        return ProcessEnvironment.passwordHome() ?? [0x2F]
-    }
+    var home: [UInt8] { LinuxProcess.home(environment: environment) }
 
     /// Resolves settings against this machine's paths.
     var resolver: SettingsResolver { SettingsResolver(environment: environment, home: home, paths: HostPathResolver()) }
@@ -137,14 +113,9 @@ public struct CommandRunner: Sendable {
         } else {
             mirrorTree = AbsentTree()
         }
-        return try CheckCommand(source: sourceTree, mirror: mirrorTree, options: settings.options, io: CommandRunner.scanIO)
+        return try CheckCommand(source: sourceTree, mirror: mirrorTree, options: settings.options, io: LinuxAgentHost.scanIO)
             .run(output: LogSink.writeOut, errors: LogSink.write)
     }
-
-    /// Copies staged at once by `sync`: enough to keep a disk's queue busy on a cold cache.
-    static let copyIO = ParallelIO(width: 4)
-    /// Directory listings ahead of a scan: a cold disk answers many at once.
-    static let scanIO = ParallelIO(width: 12)
 
     // MARK: status
 
@@ -159,7 +130,7 @@ public struct CommandRunner: Sendable {
             return try printStatus(of: try settings(invocation).state, json: json)
         }
         let home = resolver.stateHome
-        let names = ((try? Sys.readDirectoryPath(home)) ?? []).sorted { $0.lexicographicallyPrecedes($1) }
+        let names = ((try? HostPaths.list(home)) ?? []).sorted { $0.lexicographicallyPrecedes($1) }
         let reports = names.compactMap { try? HostPaths.read(home + [0x2F] + $0 + Array("/status.json".utf8)) }
         guard !reports.isEmpty else {
             throw KeepSyncError(.io, "no keepsync state under \(HostPaths.display(home)) (has keepsync run or sync been started? name a pair with --source and --mirror, or --state)")
