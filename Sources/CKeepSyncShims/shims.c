@@ -10,6 +10,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -28,6 +29,13 @@ int ks_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
 
 int ks_syncfs(int fd) { return syncfs(fd); }
 int ks_ficlone(int dest_fd, int src_fd) { return ioctl(dest_fd, FICLONE, src_fd); }
+
+int ks_fs_type(int fd, int64_t *out) {
+    struct statfs st;
+    int r = fstatfs(fd, &st);
+    if (r == 0) *out = (int64_t)st.f_type;
+    return r;
+}
 
 int ks_getversion(int fd, uint64_t *out) {
     int v = 0;

@@ -13,9 +13,24 @@ public final class FakeAgentHost: AgentHost {
     /// The clock the timers tick on.
     public let clock: ManualClock
     private let state = Mutex<(watchers: [FakeWatcher], rootGone: Bool, locked: Bool, warmings: Int, ticks: Int)>(([], false, false, 0, 0))
+    private let mirrorGone = Mutex(false)
+    /// What the mirror's file system holds (as a probe would find it).
+    public let mirrorLimits: MirrorLimits
 
     /// A host whose timers run on `clock`.
-    public init(clock: ManualClock) { self.clock = clock }
+    public init(clock: ManualClock, mirrorLimits: MirrorLimits = .none) {
+        self.clock = clock
+        self.mirrorLimits = mirrorLimits
+    }
+
+    /// Makes the mirror root vanish (an unplugged disk), or come back.
+    public func setMirrorGone(_ gone: Bool) { mirrorGone.withLock { $0 = gone } }
+
+    /// The mirror root: device 2, inode 1, "memory"; nil while gone.
+    public func mirrorRoot(_ path: [UInt8]) -> MirrorRoot? {
+        if mirrorGone.withLock({ $0 }) { return nil }
+        return MirrorRoot(identity: FileIdentity(device: 2, inode: 1), fileSystem: Array("memory".utf8), limits: mirrorLimits)
+    }
 
     /// A fixed PID.
     public var processID: Int { 4242 }
@@ -29,18 +44,23 @@ public final class FakeAgentHost: AgentHost {
     /// Locks, loads the store, and checks the source with `SourceSafety` as the agent's host does.
     public func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
                         refused: (RecordSet, String) -> Void) throws -> PreparedRecords {
-        let records = try store.load()
+        var records = try store.load()
         let root = sourceRootStat(settings.source)
         try SourceSafety.require(settings, root: root, rootIsEmpty: sourceRootIsEmpty(settings.source), records: records,
                                  refused: refused)
+        if let problem = MirrorSafety.problem(settings, records: records, current: mirrorRoot(settings.mirror)) {
+            refused(records, problem)
+            throw KeepSyncError(.unsafe, problem)
+        }
+        records.mirror = mirrorRoot(settings.mirror)
         state.withLock { $0.locked = true }
         return PreparedRecords(store: store, records: records, root: root!, release: { self.state.withLock { $0.locked = false } })
     }
 
     /// The two trees.
-    public func openTrees(_ settings: Settings, cancellation: CancellationFlag) throws
+    public func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag) throws
         -> (source: any FileSystemProviding, mirror: any MirrorProviding) {
-        (source, LocalMirror(mirror))
+        (source, LocalMirror(mirror, limits: limits))
     }
 
     /// A new fake watcher, kept.

@@ -113,7 +113,8 @@ struct CommandRunner: Sendable {
         } else {
             mirrorTree = AbsentTree()
         }
-        return try CheckCommand(source: sourceTree, mirror: mirrorTree, options: settings.options, io: LinuxAgentHost.scanIO)
+        return try CheckCommand(source: sourceTree, mirror: mirrorTree, options: settings.options, io: LinuxAgentHost.scanIO,
+                                limits: LinuxAgentHost().recordedMirrorLimits(settings))
             .run(output: LogSink.writeOut, errors: LogSink.write)
     }
 

@@ -26,7 +26,7 @@ struct BackgroundCompactionTests {
         switch change {
         case .put(let record): record.path
         case .remove(let path): path
-        case .setRoot: nil
+        case .setRoot, .setMirror: nil
         }
     }
 

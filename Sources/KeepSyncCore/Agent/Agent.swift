@@ -26,6 +26,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var rootProblem: String?
     /// The source root's recorded identity.
     var rootIdentity: FileIdentity?
+    /// The mirror root as prepared (checked and probed at start).
+    var mirrorRoot: MirrorRoot?
     /// The records, while running.
     var store: (any AgentRecordStore)?
     /// When a rewrite of the records was last asked for, and the snapshot's size then.
@@ -74,6 +76,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         var records = prepared.records
         records.root = FileIdentity(device: prepared.root.device, inode: prepared.root.inode)
         rootIdentity = records.root
+        mirrorRoot = records.mirror
         try store.apply([.setRoot(records.root!)])
         let signalTask = Task {
             // Each on a task of its own: a SIGTERM must not wait for a reload held by a busy manager.
@@ -119,18 +122,18 @@ public actor Agent<C: Clock> where C.Duration == Duration {
 
     /// One watcher + manager lifetime, until stop or a lost root.
     func runGeneration(store: any AgentRecordStore, records: RecordSet) async throws {
-        let trees = try host.openTrees(settings, cancellation: cancellation)
+        let trees = try host.openTrees(settings, limits: records.mirror?.limits ?? .none, cancellation: cancellation)
         let copies = host.copies
         let engine = SyncEngine(source: trees.source, mirror: trees.mirror, store: store, records: records,
                                 options: settings.options, logger: logger)
         engine.scanIO = copies.scanIO
         engine.heartbeat = heartbeat
-        let host = self.host, path = settings.source, name = settings.sourceName, identity = records.root
+        let host = self.host, settings = self.settings, identity = records.root, mirror = records.mirror
         let manager = SyncManager(engine: engine, source: trees.source, mirror: trees.mirror, clock: clock,
                                   timing: timing, executor: copies.executor, logger: logger, io: copies.io,
                                   rootCheck: { entries in
-                                      Agent.rootProblem(host: host, path: path, name: name, identity: identity,
-                                                        recordedEntries: entries)
+                                      Agent.rootProblem(host: host, settings: settings, identity: identity,
+                                                        recordedEntries: entries, mirror: mirror)
                                   })
         self.manager = manager
         let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat)
@@ -157,15 +160,22 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     }
 
     func checkRoot(recordedEntries: Int, identity: FileIdentity?) -> String? {
-        Agent.rootProblem(host: host, path: settings.source, name: settings.sourceName, identity: identity,
-                          recordedEntries: recordedEntries)
+        Agent.rootProblem(host: host, settings: settings, identity: identity, recordedEntries: recordedEntries,
+                          mirror: mirrorRoot)
     }
 
-    /// Why the source root at `path` cannot be trusted now, or nil.
-    static func rootProblem(host: any AgentHost, path: [UInt8], name: String, identity: FileIdentity?,
-                            recordedEntries: Int) -> String? {
-        SourceRootCheck.problem(name: name, stat: host.sourceRootStat(path), identity: identity,
-                                recordedEntries: recordedEntries, isEmpty: { host.sourceRootIsEmpty(path) })
+    /// Why the source root cannot be trusted now, or the mirror root not written, or nil.
+    static func rootProblem(host: any AgentHost, settings: Settings, identity: FileIdentity?, recordedEntries: Int,
+                            mirror: MirrorRoot?) -> String? {
+        let path = settings.source
+        if let problem = SourceRootCheck.problem(name: settings.sourceName, stat: host.sourceRootStat(path), identity: identity,
+                                                 recordedEntries: recordedEntries, isEmpty: { host.sourceRootIsEmpty(path) }) {
+            return problem
+        }
+        // The mirror root checked at start is the one written to, whatever the records hold.
+        guard let mirror else { return nil }
+        return MirrorSafety.problem(name: settings.mirrorName, recorded: mirror, recordedEntries: 1, rootRecordInode: nil,
+                                    current: host.mirrorRoot(settings.mirror))
     }
 
     // MARK: Signals
@@ -308,6 +318,9 @@ public actor Agent<C: Clock> where C.Duration == Duration {
                                   mirror: settings.mirrorName, files: snapshot?.files ?? 0,
                                   bytes: snapshot?.bytes ?? 0, pending: snapshot?.pending ?? 0,
                                   lastFullSync: lastFullSync, heldDeletes: snapshot?.heldDeletes ?? 0, errors: errors)
-        status.write(report, force: force, now: clock.now)
+        var withLimits = report
+        withLimits.mirrorLimits = snapshot?.mirrorLimits
+        withLimits.skipped = (snapshot?.skipped ?? []).map(\.escaped)
+        status.write(withLimits, force: force, now: clock.now)
     }
 }

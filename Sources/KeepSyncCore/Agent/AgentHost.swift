@@ -12,8 +12,9 @@ public protocol AgentHost: Sendable {
     /// throwing a refusal.
     func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
                  refused: (RecordSet, String) -> Void) throws -> PreparedRecords
-    /// Opens the source and the mirror for one watcher generation.
-    func openTrees(_ settings: Settings, cancellation: CancellationFlag) throws
+    /// Opens the source and the mirror (on a file system holding `limits`) for one watcher
+    /// generation.
+    func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag) throws
         -> (source: any FileSystemProviding, mirror: any MirrorProviding)
     /// A new (not started) watcher of the source.
     func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat) -> any WatcherProviding
@@ -23,6 +24,9 @@ public protocol AgentHost: Sendable {
     func sourceRootStat(_ path: [UInt8]) -> FileStat?
     /// True when the source root's path lists no entries (false when it cannot be read).
     func sourceRootIsEmpty(_ path: [UInt8]) -> Bool
+    /// The mirror root at `path` as it is now (identity and file system, no limits probed);
+    /// nil when nothing is there.
+    func mirrorRoot(_ path: [UInt8]) -> MirrorRoot?
     /// Calls `tick` now and every `interval` on a timer of the host's own, until cancelled.
     func repeating(every interval: Duration, _ tick: @escaping @Sendable () -> Void) -> any TimerHandle
 }

@@ -20,6 +20,12 @@ public struct StatusReport: Equatable, Sendable {
     public var heldDeletes: Int
     /// Paths whose last attempt failed.
     public var errors: [(path: String, message: String)]
+    /// What the mirror's file system holds (nil: not probed yet).
+    public var mirrorLimits: MirrorLimits?
+    /// Source paths the mirror cannot hold (escaped), sorted.
+    public var skipped: [String] = []
+    /// How many paths `skipped` lists at most.
+    public static let skippedShown = 20
 
     /// A report.
     public init(state: String, pid: Int, source: String, mirror: String, files: Int, bytes: UInt64, pending: Int,
@@ -41,7 +47,8 @@ public struct StatusReport: Equatable, Sendable {
         a.state == b.state && a.pid == b.pid && a.source == b.source && a.mirror == b.mirror && a.files == b.files
             && a.bytes == b.bytes && a.pending == b.pending && a.lastFullSync == b.lastFullSync
             && a.heldDeletes == b.heldDeletes && a.errors.map(\.path) == b.errors.map(\.path)
-            && a.errors.map(\.message) == b.errors.map(\.message)
+            && a.errors.map(\.message) == b.errors.map(\.message) && a.mirrorLimits == b.mirrorLimits
+            && a.skipped == b.skipped
     }
 
     /// The JSON text (one object, keys in SPEC order, newline-terminated).
@@ -50,8 +57,25 @@ public struct StatusReport: Equatable, Sendable {
         s += "\"mirror\": \(Self.quote(mirror)), \"files\": \(files), \"bytes\": \(bytes), \"pending\": \(pending), "
         s += "\"lastFullSync\": \(lastFullSync.map(Self.quote) ?? "null"), \"heldDeletes\": \(heldDeletes), \"errors\": ["
         s += errors.map { "{\"path\": \(Self.quote($0.path)), \"message\": \(Self.quote($0.message))}" }.joined(separator: ", ")
-        s += "]}\n"
+        s += "]"
+        if let mirrorLimits { s += ", \"mirrorLimits\": " + Self.render(mirrorLimits.json) }
+        s += ", \"skipped\": {\"count\": \(skipped.count), \"paths\": ["
+        s += skipped.prefix(Self.skippedShown).map(Self.quote).joined(separator: ", ")
+        s += "]}}\n"
         return s
+    }
+
+    /// A JSON value as text (object keys sorted).
+    static func render(_ value: JSONValue) -> String {
+        switch value {
+        case .string(let s): return quote(s)
+        case .number(let n): return n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+        case .bool(let b): return b ? "true" : "false"
+        case .null: return "null"
+        case .array(let items): return "[" + items.map(render).joined(separator: ", ") + "]"
+        case .object(let fields):
+            return "{" + fields.sorted { $0.key < $1.key }.map { quote($0.key) + ": " + render($0.value) }.joined(separator: ", ") + "}"
+        }
     }
 
     /// A JSON string literal.

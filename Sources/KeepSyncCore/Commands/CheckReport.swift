@@ -18,8 +18,10 @@ public enum CheckReport {
     }
 
     /// The differences in a scan. `mirrorDirectory` gives the mirror's stat of a
-    /// directory the scan left unchanged, to compare its mode and mtime.
-    public static func lines(of scan: SyncScan, mirrorDirectory: (RelativePath) -> FileStat?) -> [Line] {
+    /// directory the scan left unchanged, to compare its mode and mtime (as far as `limits`
+    /// say the mirror keeps them).
+    public static func lines(of scan: SyncScan, limits: MirrorLimits = .none,
+                             mirrorDirectory: (RelativePath) -> FileStat?) -> [Line] {
         var lines: [Line] = []
         var reported: Set<RelativePath> = []
         for step in scan.steps {
@@ -31,7 +33,7 @@ public enum CheckReport {
                 let differs = actions.contains { action in
                     switch action {
                     case .copyFile, .makeDirectory, .makeSymlink, .setAttributes, .remove, .renameFrom: return true
-                    case .updateRecord, .dropRecord, .skipSpecial: return false
+                    case .updateRecord, .dropRecord, .skipSpecial, .skipUnholdable: return false
                     }
                 }
                 guard differs else { continue }
@@ -47,7 +49,9 @@ public enum CheckReport {
             case .finishDirectory(let path, let source):
                 if reported.contains(path) { continue }
                 guard let m = mirrorDirectory(path), m.kind == .directory else { continue }
-                if m.mode != source.mode || m.mtime != source.mtime { lines.append(Line("~", path)) }
+                if !limits.modesEqual(source: source.mode, mirror: m.mode) || !limits.mtimesEqual(m.mtime, source.mtime) {
+                    lines.append(Line("~", path))
+                }
             }
         }
         return lines.sorted { $0.path < $1.path }

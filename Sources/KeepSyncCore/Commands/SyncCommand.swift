@@ -28,7 +28,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
         }
         defer { prepared.release() }
         let store = prepared.store, records = prepared.records, rootStat = prepared.root
-        let trees = try host.openTrees(settings, cancellation: CancellationFlag())
+        let trees = try host.openTrees(settings, limits: records.mirror?.limits ?? .none, cancellation: CancellationFlag())
         guard let opened = try trees.source.stat(.root), opened.device == rootStat.device, opened.inode == rootStat.inode else {
             throw KeepSyncError(.unsafe, "source \(settings.sourceName) changed while it was being opened; nothing done")
         }
@@ -65,7 +65,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
         let held = summary.heldDeletes
         logger.info(Self.describe(summary))
         writeStatus(state: .stopped, records: engine.records, summary: summary, extraErrors: [],
-                    kept: (scan.keptFiles, scan.keptBytes))
+                    kept: (scan.keptFiles, scan.keptBytes), skipped: engine.skipped.keys.sorted())
         if !summary.errors.isEmpty {
             logger.error("\(summary.errors.count) item\(summary.errors.count == 1 ? "" : "s") failed")
         }
@@ -84,17 +84,23 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
         if s.createdLinks > 0 { parts.append("\(s.createdLinks) links made") }
         if s.removedEntries > 0 { parts.append("\(s.removedEntries) removed") }
         if s.skippedSpecial > 0 { parts.append("\(s.skippedSpecial) special files skipped") }
+        if s.skippedUnholdable > 0 {
+            parts.append("\(s.skippedUnholdable) path\(s.skippedUnholdable == 1 ? "" : "s") the mirror cannot hold skipped")
+        }
         if !s.errors.isEmpty { parts.append("\(s.errors.count) failed") }
         return "sync done: " + parts.joined(separator: ", ")
     }
 
     func writeStatus(state: AgentState, records: RecordSet, summary: SyncSummary?,
-                     extraErrors: [(path: String, message: String)], kept: (files: Int, bytes: UInt64) = (0, 0)) {
-        let report = StatusReport(
+                     extraErrors: [(path: String, message: String)], kept: (files: Int, bytes: UInt64) = (0, 0),
+                     skipped: [RelativePath] = []) {
+        var report = StatusReport(
             state: state.name, pid: host.processID, source: settings.sourceName, mirror: settings.mirrorName,
             files: records.records.regularFiles + kept.files, bytes: records.records.regularBytes + kept.bytes, pending: 0,
             lastFullSync: summary == nil ? nil : host.timestamp(), heldDeletes: summary?.heldDeletes ?? 0,
             errors: extraErrors + (summary?.errors ?? []).map { (path: ($0.path ?? .root).escaped, message: $0.message) })
+        report.mirrorLimits = records.mirror?.limits
+        report.skipped = skipped.map(\.escaped)
         statusWriter.write(report, waits: true)
     }
 }

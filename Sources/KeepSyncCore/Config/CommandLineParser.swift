@@ -35,6 +35,7 @@ public enum CommandLineParser {
                                   mirror's entries; 100 turns the brake off. (default: \(Configuration.defaultMaxDeletePercent))
           --allow-mass-delete     Lift the mass-delete brake for this invocation.
           --accept-new-source     Accept a source root whose identity changed.
+          --accept-new-mirror     Accept a mirror root whose identity changed (a new disk).
           --content               check, sync: also compare file contents byte by byte.
           --verify-interval <sec> run: a full pass this often, repairing what changed in
                                   the mirror behind its back; 0 turns it off. (default: \(Configuration.defaultVerifyIntervalSeconds))
@@ -136,6 +137,7 @@ public enum CommandLineParser {
         case maxDelete = "--max-delete"
         case allowMassDelete = "--allow-mass-delete"
         case acceptNewSource = "--accept-new-source"
+        case acceptNewMirror = "--accept-new-mirror"
         case content = "--content"
         case verifyInterval = "--verify-interval"
         case logLevel = "--log-level"
@@ -149,7 +151,7 @@ public enum CommandLineParser {
             case .config, .source, .mirror, .state, .exclude, .settle, .maxDelay, .maxDelete, .logLevel, .name,
                  .verifyInterval:
                 true
-            case .noDelete, .allowMassDelete, .acceptNewSource, .content, .foreground, .json, .enable:
+            case .noDelete, .allowMassDelete, .acceptNewSource, .acceptNewMirror, .content, .foreground, .json, .enable:
                 false
             }
         }
@@ -186,6 +188,7 @@ public enum CommandLineParser {
         case .noDelete: inv.noDelete = true
         case .allowMassDelete: inv.allowMassDelete = true
         case .acceptNewSource: inv.acceptNewSource = true
+        case .acceptNewMirror: inv.acceptNewMirror = true
         case .content: inv.content = true
         case .foreground: inv.foreground = true
         case .json: inv.json = true

@@ -46,6 +46,8 @@ public struct Invocation: Sendable, Equatable {
     public var allowMassDelete: Bool
     /// `--accept-new-source`.
     public var acceptNewSource: Bool
+    /// `--accept-new-mirror`.
+    public var acceptNewMirror: Bool
     /// `--content` (`check` and `sync`).
     public var content: Bool
     /// `--log-level LEVEL` or `-v` (debug); the last one wins.
@@ -74,6 +76,7 @@ public struct Invocation: Sendable, Equatable {
         maxDeletePercent: Int? = nil,
         allowMassDelete: Bool = false,
         acceptNewSource: Bool = false,
+        acceptNewMirror: Bool = false,
         content: Bool = false,
         logLevel: LogLevel? = nil,
         foreground: Bool? = nil,
@@ -94,6 +97,7 @@ public struct Invocation: Sendable, Equatable {
         self.maxDeletePercent = maxDeletePercent
         self.allowMassDelete = allowMassDelete
         self.acceptNewSource = acceptNewSource
+        self.acceptNewMirror = acceptNewMirror
         self.content = content
         self.logLevel = logLevel
         self.foreground = foreground

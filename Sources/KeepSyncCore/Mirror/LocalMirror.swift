@@ -6,10 +6,14 @@
 public struct LocalMirror: MirrorProviding {
     /// The steps it runs.
     public let steps: any FileAccessorProviding
+    /// What the file system holds (a case-only rename where names have no case goes
+    /// through a temp name).
+    public let limits: MirrorLimits
 
     /// A mirror over `steps`.
-    public init(_ steps: any FileAccessorProviding) {
+    public init(_ steps: any FileAccessorProviding, limits: MirrorLimits = .none) {
         self.steps = steps
+        self.limits = limits
     }
 
     // MARK: Reads
@@ -37,8 +41,20 @@ public struct LocalMirror: MirrorProviding {
     }
     /// Removes a path and everything below it.
     public func remove(_ path: RelativePath) throws { try steps.remove(path) }
-    /// Renames within the mirror.
-    public func rename(_ from: RelativePath, to: RelativePath) throws { try steps.rename(from, to: to) }
+    /// Renames within the mirror. Where names have no case, a rename that changes only
+    /// the case goes through a temp name (a file system may take `a` -> `A` as a rename
+    /// onto itself and keep the old name).
+    public func rename(_ from: RelativePath, to: RelativePath) throws {
+        guard limits.foldsCase, from != to, let parent = from.parent, parent == to.parent,
+              limits.caseKey(from.name) == limits.caseKey(to.name) else { return try steps.rename(from, to: to) }
+        let hex = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        let aside = parent.appending(TemporaryName.prefix + Array(String(repeating: "0", count: 16 - hex.count).utf8) + Array(hex.utf8))
+        try steps.rename(from, to: aside)
+        do { try steps.rename(aside, to: to) } catch {
+            try? steps.rename(aside, to: from)
+            throw error
+        }
+    }
     /// Sets mode and/or mtime.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
         try steps.setAttributes(path, mode: mode, mtime: mtime)

@@ -67,6 +67,42 @@ public enum RecordChange: Hashable, Sendable {
     case remove(RelativePath)
     /// Remember the source root's identity.
     case setRoot(FileIdentity)
+    /// Remember the mirror root's identity and what its file system holds.
+    case setMirror(MirrorRoot)
+}
+
+/// The mirror root as the records know it (SPEC Safety, "Vanished or replaced mirror"):
+/// its identity, the file system it is on, and that file system's limits.
+public struct MirrorRoot: Hashable, Sendable {
+    /// Device and inode of the mirror root (inode 0: not comparable, see `limits`).
+    public var identity: FileIdentity
+    /// The file system it is on, as the mount table says: the mount's source and type
+    /// (`/dev/sdb1 fuseblk`); stable across a remount of the same disk where device
+    /// numbers are not (FUSE).
+    public var fileSystem: [UInt8]
+    /// What that file system holds.
+    public var limits: MirrorLimits
+
+    /// A mirror root.
+    public init(identity: FileIdentity, fileSystem: [UInt8], limits: MirrorLimits) {
+        self.identity = identity
+        self.fileSystem = fileSystem
+        self.limits = limits
+    }
+
+    /// True when `other` (found now) is the recorded root: on the same file system and,
+    /// where inode numbers survive a remount, the same device and inode; elsewhere the
+    /// same file system is all that can be compared.
+    public func isSameRoot(as other: MirrorRoot) -> Bool {
+        guard fileSystem == other.fileSystem else { return false }
+        if limits.stableInodes && other.limits.stableInodes { return identity == other.identity }
+        return true
+    }
+}
+
+extension MirrorLimits: Hashable {
+    /// Hashes what is compared.
+    public func hash(into hasher: inout Hasher) { hasher.combine(encoded) }
 }
 
 /// What a store holds.
@@ -75,6 +111,8 @@ public struct RecordSet: Sendable, Equatable {
     public var records: RecordTable
     /// The recorded source root, if any.
     public var root: FileIdentity?
+    /// The recorded mirror root, if any.
+    public var mirror: MirrorRoot?
     /// True when the store was damaged and some or all records were discarded.
     public var wasDamaged: Bool
 
@@ -96,6 +134,7 @@ public struct RecordSet: Sendable, Equatable {
         case .put(let r): records[r.path] = r
         case .remove(let p): records[p] = nil
         case .setRoot(let id): root = id
+        case .setMirror(let m): mirror = m
         }
     }
 }

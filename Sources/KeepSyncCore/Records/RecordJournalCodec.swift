@@ -5,11 +5,13 @@
 /// - frame: u32 payload length, u32 CRC-32C of the payload, the payload.
 /// - batch payload: u32 change count, then each change as a tag byte and its fields:
 ///   put (1): a record; remove (2): a path; setRoot (3): device u64, inode u64;
-///   end (4, snapshots only, alone in the last frame): u64 record count.
+///   end (4, snapshots only, alone in the last frame): u64 record count;
+///   setMirror (5): device u64, inode u64, file system (u32 length + bytes), limits
+///   (u32 length + `MirrorLimits.encoded`).
 /// - path: u32 length + bytes. Record: path, kind u8, device u64, inode u64, size u64,
 ///   mtime seconds i64, mtime nanoseconds u32, mode u32, mirror inode u64,
 ///   link target (u8 present flag, then u32 length + bytes when 1).
-/// - snapshot file: header `KSSNAP01`, frames of setRoot/put batches, the end frame.
+/// - snapshot file: header `KSSNAP01`, frames of setRoot/setMirror/put batches, the end frame.
 /// - log file: header `KSLOG001` carrying the generation of the snapshot it extends,
 ///   then one frame per batch.
 public enum RecordJournalCodec {
@@ -26,6 +28,7 @@ public enum RecordJournalCodec {
     private static let tagRemove: UInt8 = 2
     private static let tagSetRoot: UInt8 = 3
     private static let tagEnd: UInt8 = 4
+    private static let tagSetMirror: UInt8 = 5
 
     // MARK: Encoding
 
@@ -64,6 +67,7 @@ public enum RecordJournalCodec {
             }
         }
         if let root = set.root { try add(.setRoot(root)) }
+        if let mirror = set.mirror { try add(.setMirror(mirror)) }
         try set.records.forEachInOrder { _, record in try add(.put(record)) }
         if count > 0 { try emit(frame(count: count, body: body)) }
         var end: [UInt8] = [tagEnd]
@@ -226,6 +230,12 @@ public enum RecordJournalCodec {
             out.append(tagSetRoot)
             append(root.device, to: &out)
             append(root.inode, to: &out)
+        case .setMirror(let mirror):
+            out.append(tagSetMirror)
+            append(mirror.identity.device, to: &out)
+            append(mirror.identity.inode, to: &out)
+            appendBytes(mirror.fileSystem, to: &out)
+            appendBytes(mirror.limits.encoded, to: &out)
         }
     }
 
@@ -250,6 +260,12 @@ public enum RecordJournalCodec {
             case tagSetRoot:
                 guard let device = read(UInt64.self, p, &at), let inode = read(UInt64.self, p, &at) else { return nil }
                 changes.append(.setRoot(FileIdentity(device: device, inode: inode)))
+            case tagSetMirror:
+                guard let device = read(UInt64.self, p, &at), let inode = read(UInt64.self, p, &at),
+                      let fileSystem = readBytes(p, &at), let encoded = readBytes(p, &at),
+                      let limits = MirrorLimits(encoded: encoded) else { return nil }
+                changes.append(.setMirror(MirrorRoot(identity: FileIdentity(device: device, inode: inode),
+                                                     fileSystem: fileSystem, limits: limits)))
             case tagEnd:
                 guard count == 1, let records = read(UInt64.self, p, &at) else { return nil }
                 endCount = records

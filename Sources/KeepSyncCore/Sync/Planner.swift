@@ -46,6 +46,9 @@ public enum SyncAction: Equatable, Sendable {
     case dropRecord(RelativePath)
     /// A FIFO, socket or device: not mirrored, warned about.
     case skipSpecial(RelativePath)
+    /// What the mirror's file system cannot hold (a symlink, a name it refuses, a name
+    /// that differs from another only in case): not mirrored, warned about, listed.
+    case skipUnholdable(RelativePath, reason: String)
     /// Move the mirror's copy of a vanished path here (a rename made while keepsync
     /// was not watching, identity certain); falls back to a copy.
     case renameFrom(RelativePath, to: RelativePath)
@@ -54,7 +57,7 @@ public enum SyncAction: Equatable, Sendable {
     public var changesMirrorEntries: Bool {
         switch self {
         case .copyFile, .makeDirectory, .makeSymlink, .remove, .renameFrom: return true
-        case .setAttributes, .updateRecord, .dropRecord, .skipSpecial: return false
+        case .setAttributes, .updateRecord, .dropRecord, .skipSpecial, .skipUnholdable: return false
         }
     }
 
@@ -66,14 +69,25 @@ public enum SyncAction: Equatable, Sendable {
 }
 
 /// The pure decision function: given source, record and mirror of a path, the actions.
-/// All subtle choices (what counts as changed, type flips) live here.
+/// All subtle choices (what counts as changed, type flips) live here, compared within
+/// what the mirror's file system holds (`limits`).
 public struct Planner: Sendable {
     /// Whether deletions propagate.
     public var deleteEnabled: Bool
+    /// What the mirror's file system holds.
+    public var limits: MirrorLimits
 
     /// A planner.
-    public init(deleteEnabled: Bool = true) {
+    public init(deleteEnabled: Bool = true, limits: MirrorLimits = .none) {
         self.deleteEnabled = deleteEnabled
+        self.limits = limits
+    }
+
+    /// Why the mirror cannot hold the source at this path (its name, its kind), or nil.
+    public func unholdable(_ path: RelativePath, kind: FileKind) -> String? {
+        if !path.isRoot, let reason = limits.refusal(of: path.name) { return reason }
+        if kind == .symlink && !limits.symlinks { return "the mirror's file system holds no symlinks" }
+        return nil
     }
 
     /// The actions for one path. A directory's own attributes are decided after its
@@ -99,15 +113,21 @@ public struct Planner: Sendable {
         switch source.kind {
         case .special:
             return [.skipSpecial(path)] + (s.record == nil ? [] : [.dropRecord(path)])
+        case _ where unholdable(path, kind: source.kind) != nil:
+            // What the mirror held there before (a file where a link is now) goes.
+            let stale: [SyncAction] = s.mirror != nil && deleteEnabled && !path.isRoot ? [.remove(path)] : []
+            return stale + [.skipUnholdable(path, reason: unholdable(path, kind: source.kind)!)]
+                + (s.record == nil ? [] : [.dropRecord(path)])
         case .directory:
             if let mirror = s.mirror, mirror.kind == .directory { return [] }
             return replaceFirst + [.makeDirectory(path, mode: source.mode)]
         case .symlink:
             if let mirror = s.mirror, mirror.kind == .symlink, let target = s.sourceLink, s.mirrorLink == target {
-                let record = FileRecord(path: path, source: source, linkTarget: target, mirrorInode: mirror.inode)
+                let record = FileRecord(path: path, source: source, linkTarget: target,
+                                        mirrorInode: limits.recordedInode(mirror.inode))
                 var actions: [SyncAction] = []
                 // A link's own mtime (touch -h) is mirrored too.
-                if mirror.mtime != source.mtime { actions.append(.setAttributes(path, mode: nil, mtime: source.mtime)) }
+                if !limits.mtimesEqual(mirror.mtime, source.mtime) { actions.append(.setAttributes(path, mode: nil, mtime: source.mtime)) }
                 if s.record != record { actions.append(.updateRecord(record)) }
                 return actions
             }
@@ -116,8 +136,10 @@ public struct Planner: Sendable {
             if let mirror = s.mirror, mirror.kind == .regular, mirrorHolds(source: source, mirror: mirror, record: s.record),
                s.contentEqual != false {
                 var actions: [SyncAction] = []
-                if mirror.mode != source.mode { actions.append(.setAttributes(path, mode: source.mode, mtime: nil)) }
-                let record = FileRecord(path: path, source: source, mirrorInode: mirror.inode)
+                if !limits.modesEqual(source: source.mode, mirror: mirror.mode) {
+                    actions.append(.setAttributes(path, mode: source.mode, mtime: nil))
+                }
+                let record = FileRecord(path: path, source: source, mirrorInode: limits.recordedInode(mirror.inode))
                 if s.record != record { actions.append(.updateRecord(record)) }
                 return actions
             }
@@ -129,9 +151,9 @@ public struct Planner: Sendable {
     /// record, the record must describe this source object and this mirror inode; without
     /// one (first run), size and mtime must match (rsync's quick check).
     func mirrorHolds(source: FileStat, mirror: FileStat, record: FileRecord?) -> Bool {
-        guard mirror.size == source.size, mirror.mtime == source.mtime else { return false }
+        guard mirror.size == source.size, limits.mtimesEqual(mirror.mtime, source.mtime) else { return false }
         guard let record, record.kind == .regular else { return true }
-        return record.describes(source: source) && record.mirrorInode == mirror.inode
+        return record.describes(source: source) && record.mirrorInode == limits.recordedInode(mirror.inode)
     }
 
     /// The actions after a directory's entries were updated: its mode and mtime (again,
@@ -139,10 +161,10 @@ public struct Planner: Sendable {
     public func finishDirectory(path: RelativePath, source: FileStat, mirror: FileStat, record: FileRecord?,
                                 entriesChanged: Bool) -> [SyncAction] {
         var actions: [SyncAction] = []
-        let mode: UInt32? = mirror.mode == source.mode ? nil : source.mode
-        let mtime: Timespec? = (entriesChanged || mirror.mtime != source.mtime) ? source.mtime : nil
+        let mode: UInt32? = limits.modesEqual(source: source.mode, mirror: mirror.mode) ? nil : source.mode
+        let mtime: Timespec? = (entriesChanged || !limits.mtimesEqual(mirror.mtime, source.mtime)) ? source.mtime : nil
         if mode != nil || mtime != nil { actions.append(.setAttributes(path, mode: mode, mtime: mtime)) }
-        let newRecord = FileRecord(path: path, source: source, mirrorInode: mirror.inode)
+        let newRecord = FileRecord(path: path, source: source, mirrorInode: limits.recordedInode(mirror.inode))
         if record != newRecord { actions.append(.updateRecord(newRecord)) }
         return actions
     }

@@ -73,7 +73,13 @@ public final class SyncEngine {
         self.options = options
     }
 
-    var planner: Planner { Planner(deleteEnabled: options.deleteEnabled) }
+    var planner: Planner { Planner(deleteEnabled: options.deleteEnabled, limits: limits) }
+
+    /// What the mirror's file system holds, as the records say (the probe's result).
+    public var limits: MirrorLimits { records.mirror?.limits ?? .none }
+
+    /// Paths the mirror cannot hold, with why, as the passes and events found them.
+    public private(set) var skipped: [RelativePath: String] = [:]
 
     // MARK: Scan
 
@@ -86,6 +92,7 @@ public final class SyncEngine {
             warnedSpecial.insert(path)
             logger.warning("skipping \(path.escaped): not a regular file, directory or symlink")
         }
+        noteSkipped(scan)
         return scan
     }
 
@@ -149,6 +156,7 @@ public final class SyncEngine {
     public func apply(_ scan: SyncScan, deferCopies: Bool = false, brake: MassDeleteBrake? = nil) -> SyncSummary {
         var summary = SyncSummary()
         summary.renamed = scan.appliedRenames
+        summary.skippedUnholdable = scan.unholdable.count
         self.deferCopies = deferCopies
         let brake = brake ?? MassDeleteBrake(options)
         let hold = brake.holds(scan)
@@ -271,6 +279,8 @@ public final class SyncEngine {
             change(.remove(path))
         case .skipSpecial:
             summary.skippedSpecial += 1
+        case .skipUnholdable:
+            break
         case .renameFrom(let old, let path):
             guard let s = state.source else { return }
             do {
@@ -285,6 +295,16 @@ public final class SyncEngine {
             change(.put(FileRecord(path: path, source: s, mirrorInode: m.inode)))
             summary.renamed += 1
             logger.info("renamed \(old.escaped) to \(path.escaped)")
+        }
+    }
+
+    /// Keeps the scan's unholdable paths (what it covered is replaced) and warns once per
+    /// path per process.
+    func noteSkipped(_ scan: SyncScan) {
+        skipped = skipped.filter { !$0.key.isWithin(scan.scope) }
+        for (path, reason) in scan.unholdable {
+            skipped[path] = reason
+            if warnedSpecial.insert(path).inserted { logger.warning("skipping \(path.escaped): \(reason)") }
         }
     }
 
@@ -309,10 +329,13 @@ public final class SyncEngine {
     public func applyRename(from: RelativePath, to: RelativePath) throws -> Bool {
         guard !from.isRoot, !to.isRoot, !to.isWithin(from), let record = records.records[from],
               let sourceNow = try source.stat(to), sourceNow.device == record.device, sourceNow.inode == record.inode,
-              let mirrorNow = try mirror.stat(from), mirrorNow.inode == record.mirrorInode,
-              let parent = to.parent, let mirrorParent = try mirror.stat(parent), mirrorParent.kind == .directory
+              let mirrorNow = try mirror.stat(from), limits.recordedInode(mirrorNow.inode) == record.mirrorInode,
+              let parent = to.parent, let mirrorParent = try mirror.stat(parent), mirrorParent.kind == .directory,
+              planner.unholdable(to, kind: sourceNow.kind) == nil
         else { return false }
-        if let existing = try mirror.stat(to), existing.kind == .directory {
+        // A case-only rename on a mirror without case: `to` names `from` itself.
+        let sameName = from.parent == to.parent && limits.caseKey(from.name) == limits.caseKey(to.name)
+        if !sameName, let existing = try mirror.stat(to), existing.kind == .directory {
             try mirror.remove(to)
         }
         try mirror.rename(from, to: to)
@@ -338,6 +361,12 @@ public final class SyncEngine {
 
     /// Queues a record change; written in batches.
     private func change(_ c: RecordChange) {
+        var c = c
+        // Where mirror inodes do not survive a remount, records keep none.
+        if case .put(var r) = c, !limits.stableInodes, r.mirrorInode != 0 {
+            r.mirrorInode = 0
+            c = .put(r)
+        }
         records.apply(c)
         if recordWriter.add(c) >= SyncEngine.batchSize { recordWriter.flush() }
     }

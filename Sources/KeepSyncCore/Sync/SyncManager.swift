@@ -46,6 +46,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         public var passPlanned: (files: Int, bytes: UInt64) = (0, 0)
         /// Files and bytes copied since the last full pass began.
         public var passCopied: (files: Int, bytes: UInt64) = (0, 0)
+        /// What the mirror's file system holds, as probed.
+        public var mirrorLimits: MirrorLimits?
+        /// Source paths the mirror cannot hold, sorted.
+        public var skipped: [RelativePath] = []
 
         /// Compares the counters.
         public static func == (a: Snapshot, b: Snapshot) -> Bool {
@@ -53,6 +57,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
                 && a.heldDeletes == b.heldDeletes && a.fullPasses == b.fullPasses && a.resyncing == b.resyncing
                 && a.copiedFiles == b.copiedFiles && a.copiedBytes == b.copiedBytes
                 && a.passPlanned == b.passPlanned && a.passCopied == b.passCopied
+                && a.mirrorLimits == b.mirrorLimits && a.skipped == b.skipped
         }
     }
 
@@ -254,7 +259,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if let rootError { shown[.root] = rootError.message }
         return Snapshot(pending: queuedPaths.count, errors: shown, files: files, bytes: bytes,
                         heldDeletes: heldDeletes, fullPasses: fullPasses, resyncing: resyncing,
-                        copiedFiles: copiedFiles, copiedBytes: copiedBytes, passPlanned: passPlanned, passCopied: passCopied)
+                        copiedFiles: copiedFiles, copiedBytes: copiedBytes, passPlanned: passPlanned, passCopied: passCopied,
+                        mirrorLimits: engine.records.mirror?.limits, skipped: engine.skipped.keys.sorted())
     }
 
     // MARK: Driving

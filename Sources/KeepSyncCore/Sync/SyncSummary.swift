@@ -16,6 +16,8 @@ public struct SyncSummary: Sendable, Equatable {
     public var heldDeletes = 0
     /// Special files skipped.
     public var skippedSpecial = 0
+    /// Paths the mirror's file system cannot hold, skipped.
+    public var skippedUnholdable = 0
     /// Paths that failed, with the reason.
     public var errors: [KeepSyncError] = []
     /// Copies left to the caller (`apply(_:deferCopies:)`).

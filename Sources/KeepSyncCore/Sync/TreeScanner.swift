@@ -52,6 +52,8 @@ public struct SyncScan: Sendable {
     public var unreadable: [KeepSyncError] = []
     /// Special files met (FIFOs, sockets, devices).
     public var specialFiles: [RelativePath] = []
+    /// Source paths the mirror cannot hold, with why (never below one of them).
+    public var unholdable: [(path: RelativePath, reason: String)] = []
     /// Record slots (`RecordTable.slotIndex`) the scan visited: one bit each.
     public var visitedRecords = BitSet()
     /// Records below the scope for paths the scan found on neither side.
@@ -97,14 +99,19 @@ public struct TreeScanner {
         self.heartbeat = heartbeat
     }
 
-    var planner: Planner { Planner(deleteEnabled: options.deleteEnabled) }
+    var planner: Planner { Planner(deleteEnabled: options.deleteEnabled, limits: limits) }
+
+    /// What the mirror's file system holds, as the records say.
+    var limits: MirrorLimits { records.mirror?.limits ?? .none }
 
     /// Compares source, records and mirror below `scope` by metadata (and bytes with
     /// `compareContent`). Reads no file contents otherwise; changes nothing.
     public func scan(_ scope: RelativePath = .root, collectRemovedPaths: Bool = false) throws -> SyncScan {
         var scan = SyncScan(scope: scope)
         let sourceStat = try source.stat(scope)
-        let mirrorStat = try mirror.stat(scope)
+        var mirrorStat = try mirror.stat(scope)
+        var caseRename: [UInt8]?
+        if limits.foldsCase, !scope.isRoot, mirrorStat != nil { (mirrorStat, caseRename) = try caseMatched(scope, source: sourceStat, mirror: mirrorStat) }
         // An excluded path (or one below an excluded directory) is never touched.
         if !scope.isRoot, options.excludes.excludes(scope, isDirectory: (sourceStat ?? mirrorStat)?.kind == .directory) {
             return scan
@@ -116,7 +123,8 @@ public struct TreeScanner {
             prefetcher = p
         }
         defer { prefetcher?.stop() }
-        try scanPath(scope, source: sourceStat, mirror: mirrorStat, into: &scan, collect: collectRemovedPaths, prefetcher: prefetcher)
+        try scanPath(scope, source: sourceStat, mirror: mirrorStat, into: &scan, collect: collectRemovedPaths, prefetcher: prefetcher,
+                     caseRename: caseRename)
         pairRenames(&scan)
         if scope.isRoot { try pairDirectoryRenames(&scan) }
         if scan.visitedRecords.count < records.records.count {
@@ -132,8 +140,27 @@ public struct TreeScanner {
         return scan
     }
 
+    /// On a mirror without case, what `mirror.stat(path)` found may be another name's
+    /// entry (`Photo.JPG` for `photo.jpg`): the entry is `path`'s own when its name is
+    /// exactly `path`'s; it is the copy of `path` under its old case when the source has
+    /// `path` (returned as the name to rename from); otherwise it belongs to the source
+    /// name of that case, and this path has no mirror entry.
+    func caseMatched(_ path: RelativePath, source s: FileStat?, mirror m: FileStat?) throws -> (FileStat?, [UInt8]?) {
+        guard let parent = path.parent else { return (m, nil) }
+        let key = limits.caseKey(path.name)
+        let names = try mirror.list(parent).map(\.name).filter { limits.caseKey($0) == key }
+        if names.contains(path.name) { return (m, nil) }
+        guard let other = names.first else { return (nil, nil) }
+        if s == nil { return (nil, nil) }
+        // The source's own entry of that case, if any, keeps it (the first sorted wins).
+        if try source.stat(parent.appending(other)) != nil, RelativePath(bytes: other) < RelativePath(bytes: path.name) {
+            return (nil, nil)
+        }
+        return (m, other)
+    }
+
     private func scanPath(_ path: RelativePath, source s: FileStat?, mirror m: FileStat?, into scan: inout SyncScan,
-                          collect: Bool, prefetcher: ScanPrefetcher?) throws {
+                          collect: Bool, prefetcher: ScanPrefetcher?, caseRename: [UInt8]? = nil) throws {
         heartbeat?.beat()
         if let s, s.kind == .regular, s.links > 1 { scan.hardLinked.insert(FileIdentity(device: s.device, inode: s.inode)) }
         let slot = records.records.slotIndex(of: path)
@@ -145,8 +172,13 @@ public struct TreeScanner {
         if options.compareContent, let s, let m, s.kind == .regular, m.kind == .regular, s.size == m.size {
             state.contentEqual = try? contentsEqual(path)
         }
-        let actions = planner.plan(state)
+        var actions = planner.plan(state)
+        if let old = caseRename, let parent = path.parent, !actions.contains(where: \.changesMirrorEntries) {
+            // The mirror holds it under another case: renamed, not copied again.
+            actions.insert(.renameFrom(parent.appending(old), to: path), at: 0)
+        }
         if actions.contains(.skipSpecial(path)) { scan.specialFiles.append(path) }
+        for case .skipUnholdable(let p, let reason) in actions { scan.unholdable.append((p, reason)) }
         var removed = 0
         if let m, !path.isRoot, actions.contains(where: \.isDeletion) {
             removed = 1
@@ -176,7 +208,8 @@ public struct TreeScanner {
             }
         }
         if !actions.isEmpty { scan.steps.append(.path(state, actions, removedEntries: removed)) }
-        guard let s, s.kind == .directory else { return }
+        guard let s, s.kind == .directory, !actions.contains(where: { if case .skipUnholdable = $0 { return true }; return false })
+        else { return }
 
         // Walk the directory's entries side by side.
         let listing = prefetcher?.take(path, mirrorIsDirectory: m?.kind == .directory)
@@ -208,10 +241,25 @@ public struct TreeScanner {
         sourceByName.reserveCapacity(sourceEntries.count)
         for e in sourceEntries { sourceByName[e.name] = e.stat }
         for e in mirrorEntries { names.insert(e.name) }
+        let cases = limits.foldsCase ? CaseMatching(limits: limits, source: sourceEntries, mirror: mirrorEntries) : nil
         for name in names.sorted(by: { RelativePath(bytes: $0) < RelativePath(bytes: $1) }) {
             let child = path.appending(name)
             let cs = sourceByName[name]
-            let cm = mirrorByName[name]
+            var cm = mirrorByName[name]
+            var caseRename: [UInt8]?
+            if let cases {
+                if let kept = cases.collisions[name] {
+                    if !options.excludes.matches(child, isDirectory: cs?.kind == .directory) {
+                        scan.unholdable.append((child, "its name differs from \(RelativePath(bytes: kept).escaped) only in case, which the mirror's file system does not tell apart"))
+                    }
+                    continue
+                }
+                if cases.claimed.contains(name) { continue }
+                if let old = cases.renamedFrom[name] {
+                    cm = mirrorByName[old]
+                    caseRename = old
+                }
+            }
             let isDir = (cs ?? cm)?.kind == .directory
             if options.excludes.matches(child, isDirectory: isDir) { continue }
             if cm != nil { scan.mirrorEntries += 1 }
@@ -220,9 +268,36 @@ public struct TreeScanner {
                 scan.steps.append(.removeTemporary(child))
                 continue
             }
-            try scanPath(child, source: cs, mirror: cm, into: &scan, collect: collect, prefetcher: prefetcher)
+            try scanPath(child, source: cs, mirror: cm, into: &scan, collect: collect, prefetcher: prefetcher,
+                         caseRename: caseRename)
         }
         scan.steps.append(.finishDirectory(path, source: s))
+    }
+
+    /// One directory's names on a mirror without case (`MirrorLimits.foldsCase`).
+    struct CaseMatching {
+        /// Source names not mirrored, each with the name of the same case key sorted first,
+        /// which is.
+        var collisions: [[UInt8]: [UInt8]] = [:]
+        /// Source names whose copy the mirror holds under another case, and that name.
+        var renamedFrom: [[UInt8]: [UInt8]] = [:]
+        /// Mirror names that are such a copy: planned with their source name, never alone.
+        var claimed: Set<[UInt8]> = []
+
+        init(limits: MirrorLimits, source: [DirectoryEntry], mirror: [DirectoryEntry]) {
+            let order: ([UInt8], [UInt8]) -> Bool = { RelativePath(bytes: $0) < RelativePath(bytes: $1) }
+            var kept: [[UInt8]: [UInt8]] = [:]
+            for name in source.map(\.name).sorted(by: order) {
+                let key = limits.caseKey(name)
+                if let first = kept[key] { collisions[name] = first } else { kept[key] = name }
+            }
+            let mirrorNames = Set(mirror.map(\.name))
+            for name in mirror.map(\.name).sorted(by: order) {
+                guard let k = kept[limits.caseKey(name)], k != name, !mirrorNames.contains(k) else { continue }
+                if renamedFrom[k] == nil { renamedFrom[k] = name }
+                claimed.insert(name)
+            }
+        }
     }
 
     /// Turns (vanished path, new path) pairs whose identity is certain into renames:
@@ -233,7 +308,8 @@ public struct TreeScanner {
         for (i, step) in scan.steps.enumerated() {
             guard case .path(let state, let actions, _) = step else { continue }
             if state.source == nil, let r = state.record, r.kind == .regular, r.birthTime != nil,
-               let m = state.mirror, m.kind == .regular, m.inode == r.mirrorInode, actions.contains(.remove(state.path)) {
+               let m = state.mirror, m.kind == .regular, limits.recordedInode(m.inode) == r.mirrorInode,
+               actions.contains(.remove(state.path)) {
                 vanished[r.inode, default: []].append((i, r))
             } else if let s = state.source, s.kind == .regular, s.identityStamp != nil, state.record == nil, state.mirror == nil,
                       actions == [.copyFile(state.path)] {
@@ -281,7 +357,8 @@ public struct TreeScanner {
                       !options.excludes.excludes(old, isDirectory: true) else { continue }
                 if let now = try source.stat(old), now.kind == .directory, now.inode == record.inode,
                    now.device == record.device, now.identityStamp == birth { continue }
-                guard let m = try mirror.stat(old), m.kind == .directory, m.inode == record.mirrorInode else { continue }
+                guard let m = try mirror.stat(old), m.kind == .directory, limits.recordedInode(m.inode) == record.mirrorInode
+                else { continue }
                 claimed.insert(slot)
                 scan.directoryRenames.append(Move(from: old, to: candidate.path))
                 break

@@ -6,7 +6,11 @@ import Synchronization
 /// The local mirror's steps on disk (`LocalMirror` runs them): every call relative to
 /// the mirror root's descriptor, never following a symlink, files installed by temp file
 /// + fsync + rename. Directory entries are made durable by the next `barrier` (syncfs),
-/// which precedes every record append.
+/// which precedes every record append. Where `syncfs` does not reach the file system
+/// (FUSE: `perFileSync`), a file's data is fsynced before its mode and mtime are set (a
+/// FUSE server may stamp a write's time when it finally gets it; the access time is set
+/// with the mtime, as exfat-fuse takes a lone mtime as "now"), and the barrier fsyncs
+/// each file and directory changed since the last one instead.
 public final class AtomicFileAccessor: FileAccessorProviding {
     /// Read access to the same tree, through the same confined lookups.
     let tree: PosixFileSystem
@@ -23,10 +27,23 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// wherever another process moved that directory meanwhile.
     let temporaries = Mutex<[[UInt8]: FileDescriptor?]>([:])
 
-    /// Opens the mirror root, which must exist.
-    public init(rootPath: [UInt8], cancellation: CancellationFlag = CancellationFlag()) throws {
+    /// True where `syncfs` does not reach the file system: see the type's comment.
+    let perFileSync: Bool
+    /// With `perFileSync`: what changed since the last barrier (files, directories).
+    let changed = Mutex<Set<RelativePath>>([])
+
+    /// Opens the mirror root, which must exist; `perFileSync` where `syncfs` does not
+    /// reach its file system.
+    public init(rootPath: [UInt8], cancellation: CancellationFlag = CancellationFlag(), perFileSync: Bool = false) throws {
         tree = try PosixFileSystem(rootPath: rootPath)
         self.cancellation = cancellation
+        self.perFileSync = perFileSync
+    }
+
+    /// Notes paths for the next barrier to fsync (with `perFileSync` only).
+    private func changed(_ paths: RelativePath?...) {
+        guard perFileSync else { return }
+        changed.withLock { for case let p? in paths { $0.insert(p) } }
     }
 
     /// Chunk between cancellation checks.
@@ -73,8 +90,9 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         try checkCancelled(path)
         try copyData(from: source, to: temp, path: path)
         do throws(Errno) {
+            if perFileSync { try temp.sync() }
             try temp.setMode(source.stat.mode)
-            try temp.setModificationTime(source.stat.mtime)
+            try temp.setModificationTime(source.stat.mtime, withAccessTime: perFileSync)
             if durable { try temp.sync() }
         } catch { throw error.error("finish temp file", path: path) }
         kept = true
@@ -95,7 +113,32 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// `syncfs` of the mirror's file system.
     public func barrier() throws {
-        do throws(Errno) { try tree.root.syncFileSystem() } catch { throw error.error("syncfs") }
+        guard perFileSync else {
+            do throws(Errno) { try tree.root.syncFileSystem() } catch { throw error.error("syncfs") }
+            return
+        }
+        let paths = changed.withLock { $0 }
+        // Deepest first: an entry's own fsync before its directory's.
+        for path in paths.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) {
+            do throws(Errno) { try syncPath(path) } catch { throw error.error("fsync", path: path) }
+            changed.withLock { _ = $0.remove(path) }
+        }
+    }
+
+    /// fsync of a file or directory by path (gone, or a symlink: nothing to do).
+    private func syncPath(_ path: RelativePath) throws(Errno) {
+        if path.isRoot { return try tree.root.sync() }
+        let parentPath = path.parent!
+        do throws(Errno) {
+            let parent = parentPath.isRoot ? tree.root : try tree.openDirectory(parentPath)
+            defer { if !parentPath.isRoot { parent.close() } }
+            let fd = try Sys.open(parent, path.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+            defer { fd.close() }
+            try fd.sync()
+        } catch {
+            if error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || error == .notDirectory { return }
+            throw error
+        }
     }
 
     /// Creates a temp file in the mirror root, writes 64 KiB into it and removes it.
@@ -113,6 +156,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// cannot (that directory moved or was swapped for a link, or the rename failed), the
     /// temp file is unlinked through the directory it was made in.
     public func publish(_ staged: StagedFile) throws -> FileStat {
+        changed(staged.path, staged.path.parent)
         let made = takeStagedDirectory(staged.temporaryName)
         defer { made?.close() }
         do {
@@ -203,7 +247,8 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Creates a directory with mode 0700 (its real mode is set after its entries).
     public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
-        try tree.withParent(path) { parent, name in
+        changed(path, path.parent)
+        return try tree.withParent(path) { parent, name in
             do throws(Errno) {
                 try Sys.makeDirectory(parent, name, mode: 0o700)
                 guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
@@ -214,7 +259,8 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Creates a symlink under a temp name, sets its mtime, renames it into place.
     public func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
-        try tree.withParent(path) { parent, name in
+        changed(path.parent)
+        return try tree.withParent(path) { parent, name in
             var tempName: [UInt8] = []
             while true {
                 tempName = AtomicFileAccessor.temporaryPrefix + Sys.randomHex16()
@@ -227,7 +273,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
                 }
             }
             do throws(Errno) {
-                try? Sys.setModificationTime(parent, tempName, mtime)
+                try? Sys.setModificationTime(parent, tempName, mtime, withAccessTime: perFileSync)
                 try Sys.rename(parent, tempName, parent, name)
                 guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
                 return st
@@ -240,6 +286,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Removes a path; a directory with everything below it.
     public func remove(_ path: RelativePath) throws {
+        changed(path.parent)
         precondition(!path.isRoot, "the mirror root is never removed")
         try tree.withParent(path) { parent, name in
             do throws(Errno) {
@@ -272,6 +319,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Renames within the mirror (durable at the next barrier).
     public func rename(_ from: RelativePath, to: RelativePath) throws {
+        changed(from.parent, to.parent, to)
         try tree.withParent(from) { fromParent, fromName in
             try tree.withParent(to) { toParent, toName in
                 do throws(Errno) {
@@ -283,19 +331,20 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Sets permission bits and/or the modification time, never through a symlink.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
+        changed(path)
         if path.isRoot {
             do throws(Errno) {
                 let fd = try tree.openDirectory(.root)
                 defer { fd.close() }
                 if let mode { try fd.setMode(mode) }
-                if let mtime { try fd.setModificationTime(mtime) }
+                if let mtime { try fd.setModificationTime(mtime, withAccessTime: perFileSync) }
             } catch { throw error.error("set attributes", path: path) }
             return
         }
         try tree.withParent(path) { parent, name in
             do throws(Errno) {
                 if let mode { try Sys.setMode(parent, name, mode) }
-                if let mtime { try Sys.setModificationTime(parent, name, mtime) }
+                if let mtime { try Sys.setModificationTime(parent, name, mtime, withAccessTime: perFileSync) }
             } catch { throw error.error("set attributes", path: path) }
         }
     }

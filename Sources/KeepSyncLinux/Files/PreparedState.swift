@@ -1,13 +1,14 @@
 import KeepSyncCore
 
 /// What `sync` and `run` do first: take the lock, load the records, apply the
-/// vanished-or-replaced-source rules, and create the mirror.
+/// vanished-or-replaced-source and -mirror rules, create the mirror (on a first run),
+/// probe what its file system holds and record that with the mirror root.
 struct PreparedState {
     /// The single-instance lock (released by the caller).
     let lock: StateLock
     /// The record store.
     let store: JournalBookmarkStore
-    /// The records as loaded.
+    /// The records as loaded, the mirror root (probed now) in them.
     let records: RecordSet
     /// The source root's stat, checked safe.
     let root: FileStat
@@ -20,7 +21,7 @@ struct PreparedState {
         lock = try StateLock(stateDirectory: settings.state)
         do {
             store = try JournalBookmarkStore(directory: settings.state, heartbeat: heartbeat)
-            records = try store.load()
+            var records = try store.load()
             logger.debug("loaded \(records.records.count) records from \(HostPaths.display(settings.state))")
             if records.wasDamaged {
                 logger.warning("the records in \(HostPaths.display(settings.state)) were damaged; comparing source and mirror in full")
@@ -30,7 +31,20 @@ struct PreparedState {
                 ? ((try? PosixFileSystem(rootPath: settings.source).list(.root).isEmpty) ?? false) : false
             try SourceSafety.require(settings, root: rootStat, rootIsEmpty: rootIsEmpty, records: records, refused: refused)
             root = rootStat!
+            if let problem = MirrorSafety.problem(settings, records: records, current: MirrorProbe.currentMirrorRoot(settings.mirror)) {
+                refused(records, problem)
+                throw KeepSyncError(.unsafe, problem)
+            }
             try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
+            var probed = try MirrorProbe.probe(settings.mirror)
+            let summary = probed.limits.summary
+            let where_ = "mirror on \(probed.limits.fileSystem.isEmpty ? "this file system" : probed.limits.fileSystem)"
+            if summary.isEmpty { logger.debug("\(where_): holds everything") } else { logger.info("\(where_): \(summary)") }
+            // Device numbers of a FUSE mount change at each mount: the recorded one stays.
+            if let old = records.mirror, old.isSameRoot(as: probed), !probed.limits.stableInodes { probed.identity = old.identity }
+            if records.mirror != probed { try store.apply([.setMirror(probed)]) }
+            records.mirror = probed
+            self.records = records
         } catch {
             lock.release()
             throw error

@@ -32,10 +32,11 @@ public struct LinuxAgentHost: AgentHost {
     }
 
     /// The source as a POSIX tree; the mirror as a local mirror over atomic file steps.
-    public func openTrees(_ settings: Settings, cancellation: CancellationFlag) throws
+    public func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag) throws
         -> (source: any FileSystemProviding, mirror: any MirrorProviding) {
         (try PosixFileSystem(rootPath: settings.source),
-         LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation)))
+         LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation,
+                                            perFileSync: !limits.syncfsReaches), limits: limits))
     }
 
     /// An inotify watcher of the source.
@@ -54,6 +55,19 @@ public struct LinuxAgentHost: AgentHost {
 
     /// True when the source root lists no entry.
     public func sourceRootIsEmpty(_ path: [UInt8]) -> Bool { (try? HostPaths.list(path))?.isEmpty ?? false }
+
+    /// `check`'s view of the mirror: the limits the last pass recorded, else a probe's
+    /// (none when the mirror is missing).
+    public func recordedMirrorLimits(_ settings: Settings) -> MirrorLimits {
+        if let store = try? JournalBookmarkStore(directory: settings.state, readOnly: true),
+           let limits = (try? store.load())?.mirror?.limits {
+            return limits
+        }
+        return (try? MirrorProbe.probe(settings.mirror))?.limits ?? .none
+    }
+
+    /// The mirror root's identity and file system now, from `stat` and the mount table.
+    public func mirrorRoot(_ path: [UInt8]) -> MirrorRoot? { MirrorProbe.currentMirrorRoot(path) }
 
     /// A Dispatch timer.
     public func repeating(every interval: Duration, _ tick: @escaping @Sendable () -> Void) -> any TimerHandle {

@@ -24,6 +24,13 @@ struct FileDescriptor: Sendable, Hashable {
         return FileStat(st)
     }
 
+    /// `fstatfs`'s file system type (`f_type`, a magic number).
+    func fileSystemType() throws(Errno) -> Int {
+        var type: Int64 = 0
+        _ = try valueOrErrno { ks_fs_type(rawValue, &type) }
+        return Int(type)
+    }
+
     /// `ioctl(FS_IOC_GETVERSION)`: the inode generation (ENOTTY where the file system has none).
     func generation() throws(Errno) -> UInt32 {
         var value: UInt64 = 0
@@ -144,9 +151,10 @@ struct FileDescriptor: Sendable, Hashable {
     /// `fchmod`.
     func setMode(_ mode: UInt32) throws(Errno) { _ = try valueOrErrno { fchmod(rawValue, mode_t(mode)) } }
 
-    /// `futimens` with the given modification time; access time left alone.
-    func setModificationTime(_ t: Timespec) throws(Errno) {
-        var times = [timespec(tv_sec: 0, tv_nsec: ks_utime_omit()), timespec(t)]
+    /// `futimens` with the given modification time; access time left alone, or set to the
+    /// same time with `withAccessTime` (a FUSE server may take a lone mtime as "now").
+    func setModificationTime(_ t: Timespec, withAccessTime: Bool = false) throws(Errno) {
+        var times = [withAccessTime ? timespec(t) : timespec(tv_sec: 0, tv_nsec: ks_utime_omit()), timespec(t)]
         _ = try valueOrErrno { futimens(rawValue, &times) }
     }
 

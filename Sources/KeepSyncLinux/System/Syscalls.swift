@@ -91,8 +91,9 @@ enum Sys {
     }
 
     /// `utimensat` without following symlinks; access time left alone.
-    static func setModificationTime(_ dir: FileDescriptor, _ name: [UInt8], _ t: Timespec) throws(Errno) {
-        var times = [timespec(tv_sec: 0, tv_nsec: ks_utime_omit()), timespec(t)]
+    static func setModificationTime(_ dir: FileDescriptor, _ name: [UInt8], _ t: Timespec,
+                                    withAccessTime: Bool = false) throws(Errno) {
+        var times = [withAccessTime ? timespec(t) : timespec(tv_sec: 0, tv_nsec: ks_utime_omit()), timespec(t)]
         _ = try withCPath(name) { (p) throws(Errno) -> Int32 in
             try valueOrErrno { utimensat(dir.rawValue, p, &times, ks_at_symlink_nofollow()) }
         }
