@@ -42,6 +42,11 @@ struct RecordJournalCodecTests {
         ChangeCase("remove of the root", .remove(.root)),
         ChangeCase("setRoot", .setRoot(FileIdentity(device: 2049, inode: 131_073))),
         ChangeCase("setRoot of extreme values", .setRoot(FileIdentity(device: .max, inode: 0))),
+        ChangeCase("setMirror of an exFAT disk", .setMirror(MirrorRoot(identity: FileIdentity(device: 1792, inode: 0),
+                                                                      fileSystem: Array("/dev/sdb1 fuseblk".utf8),
+                                                                      limits: MirrorLimitsTests.exfat))),
+        ChangeCase("setMirror of a local disk", .setMirror(MirrorRoot(identity: FileIdentity(device: .max, inode: .max),
+                                                                     fileSystem: [], limits: .none))),
     ]
 
     /// Three batches of mixed changes, as the log tests use them.

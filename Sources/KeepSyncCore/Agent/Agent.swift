@@ -99,7 +99,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
                 try? await clock.sleep(for: .milliseconds(500))
             }
             if stopRequested { break }
-            logger.info("source \(settings.sourceName) is back; resuming with a full resync")
+            logger.info(problem.hasPrefix("mirror") ? "mirror \(settings.mirrorName) is back; resuming with a full resync"
+                        : "source \(settings.sourceName) is back; resuming with a full resync")
             rootProblem = nil
             // A write the stopped manager still holds must not land after the next one's.
             if let manager { await manager.drainRecords() }

@@ -10,7 +10,7 @@ public enum MirrorSafety {
                                current: MirrorRoot?) -> String? {
         guard recordedEntries > 0 else { return nil }
         guard let current else {
-            return "mirror unavailable: \(name) is missing; the records list \(recordedEntries) entries, so nothing is written there (is the disk unplugged?)"
+            return "mirror unavailable: \(name) is missing; nothing is written there until it is back (is the disk unplugged?)"
         }
         if let recorded {
             if !recorded.isSameRoot(as: current) {
