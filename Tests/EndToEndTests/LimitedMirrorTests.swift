@@ -145,6 +145,9 @@ struct LimitedMirrorTests {
         #expect(refused.errorLines.contains { $0.contains(mirrorName) }, "the error must name the mirror \(mirrorName): \(refused)")
         let below = try FS.list(pair.disk.path)
         #expect(below.isEmpty, "written below the missing mount: \(below.map { ByteEscaping.escape($0) })")
+        // What was written there is cleared as a user would have to: FUSE (exfat-fuse) refuses to
+        // mount over a directory that is not empty.
+        for name in below { try ScratchDirectory.removeTree(pair.disk.path / name) }
 
         try pair.disk.mount()
         let back = try pair.sync()
@@ -177,6 +180,7 @@ struct LimitedMirrorTests {
         let filled = await eventually(timeout: .seconds(2)) { !((try? FS.list(pair.disk.path)) ?? []).isEmpty }
         #expect(!filled, "written below the missing mount: \(((try? FS.list(pair.disk.path)) ?? []).map { ByteEscaping.escape($0) })")
         #expect(agent.poll() == nil, "the agent ended while the disk was away\n\(agent.stderrText)")
+        for name in (try? FS.list(pair.disk.path)) ?? [] { try ScratchDirectory.removeTree(pair.disk.path / name) }  // else exfat-fuse refuses to mount
 
         try pair.disk.mount()
         let resumed = await eventually(timeout: .seconds(20)) {

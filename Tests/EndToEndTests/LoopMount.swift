@@ -89,7 +89,7 @@ final class LoopMount {
             // (its FUSE daemon exited); else a new one on the same image.
             if let device, !waitForDaemonExit(device, timeout: .seconds(5)) {
                 replugNotes.append("\(device) still held by the unmounted file system; replugged on another loop device")
-                _ = try? Self.run("losetup", ["-d", device])
+                Self.runQuietly("losetup", ["-d", device])
                 self.device = nil
             }
             if device == nil { try attach() }
@@ -121,13 +121,13 @@ final class LoopMount {
     func destroy() {
         guard !destroyed else { return }
         destroyed = true
-        if Self.isMountPoint(path) { _ = try? Self.run("umount", ["-l", Self.text(path)]) }
+        if Self.isMountPoint(path) { Self.runQuietly("umount", ["-l", Self.text(path)]) }
         mounted = false
-        if kind == .tmpfs, Self.isMountPoint(backing) { _ = try? Self.run("umount", ["-l", Self.text(backing)]) }
+        if kind == .tmpfs, Self.isMountPoint(backing) { Self.runQuietly("umount", ["-l", Self.text(backing)]) }
         if let device {
             // A lazily unmounted file system may still hold it: -d then only sets autoclear.
             _ = waitForDaemonExit(device, timeout: .seconds(2))
-            _ = try? Self.run("losetup", ["-d", device])
+            Self.runQuietly("losetup", ["-d", device])
         }
         device = nil
         // Only once nothing is mounted below it (a removal must not walk into a mount).
@@ -185,6 +185,12 @@ final class LoopMount {
                                           timeout: .seconds(60))
         try #require(result.status == 0 && !result.timedOut, "\(tool) \(arguments.joined(separator: " ")): \(result)")
         return result
+    }
+
+    /// Runs a system tool for cleanup: a failure is not a test failure.
+    static func runQuietly(_ tool: String, _ arguments: [String]) {
+        guard let program = program(tool) else { return }
+        _ = try? ChildProcess.run(bytes(program), arguments: arguments.map(bytes), environment: ["PATH": commandPath], timeout: .seconds(60))
     }
 
     /// The full path of an executable on `commandPath`.
