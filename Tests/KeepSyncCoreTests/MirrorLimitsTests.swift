@@ -205,6 +205,8 @@ struct MirrorLimitsTests {
         var remounted = disk
         remounted.identity = FileIdentity(device: 1793, inode: 0)
         #expect(problem(disk, 10, remounted) == nil, "FUSE numbers change at a remount: the file system is compared")
+        remounted.fileSystem = Array("/dev/sdc1 fuseblk".utf8)
+        #expect(problem(disk, 10, remounted) == nil, "plugged in again at another device node")
         var moved = below
         moved.identity.inode = 99
         #expect(problem(below, 10, moved) != nil, "a local root with another inode is another directory")

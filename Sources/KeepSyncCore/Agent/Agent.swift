@@ -95,6 +95,10 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             writeStatus(state: state, snapshot: nil, extraErrors: [(".", problem)], force: true)
             status.notify(StatusLine.paused(problem))
             logger.error("\(problem); mirroring paused until it is back")
+            // A write the stopped manager still holds must not land after the next one's;
+            // then its trees go, so that nothing holds an unplugged disk's file system.
+            if let manager { await manager.drainRecords() }
+            manager = nil
             while !stopRequested, checkRoot(recordedEntries: 1, identity: records.root) != nil {
                 try? await clock.sleep(for: .milliseconds(500))
             }
@@ -102,8 +106,6 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             logger.info(problem.hasPrefix("mirror") ? "mirror \(settings.mirrorName) is back; resuming with a full resync"
                         : "source \(settings.sourceName) is back; resuming with a full resync")
             rootProblem = nil
-            // A write the stopped manager still holds must not land after the next one's.
-            if let manager { await manager.drainRecords() }
             records = try store.load()
         }
         statusTask.cancel()

@@ -93,10 +93,21 @@ public struct MirrorRoot: Hashable, Sendable {
     /// True when `other` (found now) is the recorded root: on the same file system and,
     /// where inode numbers survive a remount, the same device and inode; elsewhere the
     /// same file system is all that can be compared.
+    /// Where inode numbers do not survive a remount (FUSE), the device may change too (a
+    /// disk plugged in again while the old mount is held gets another node): only the
+    /// file system's type is compared, which tells an unplugged disk's empty mount point
+    /// (the parent's file system) from the disk, but not two disks of one type.
     public func isSameRoot(as other: MirrorRoot) -> Bool {
-        guard fileSystem == other.fileSystem else { return false }
-        if limits.stableInodes && other.limits.stableInodes { return identity == other.identity }
-        return true
+        if limits.stableInodes && other.limits.stableInodes {
+            return fileSystem == other.fileSystem && identity == other.identity
+        }
+        return limits.stableInodes == other.limits.stableInodes && Self.type(fileSystem) == Self.type(other.fileSystem)
+    }
+
+    /// The type in a `fileSystem` (`source type`): the bytes after the last space.
+    static func type(_ fileSystem: [UInt8]) -> ArraySlice<UInt8> {
+        guard let space = fileSystem.lastIndex(of: 0x20) else { return fileSystem[...] }
+        return fileSystem[(space + 1)...]
     }
 }
 
