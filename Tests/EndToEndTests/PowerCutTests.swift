@@ -275,7 +275,8 @@ struct Recording {
             // I2
             for (path, file) in model.mirrorFiles() {
                 let content = model.content(of: file, versions: versions)
-                if path.last.map({ $0.starts(with: Array(".keepsync-tmp-".utf8)) }) == true {
+                // keepsync's temp names, and what is below one (the mirror probe's directory).
+                if path.contains(where: { $0.starts(with: Array(".keepsync-tmp-".utf8)) }) {
                     if content.map({ !versions.all.contains($0) }) ?? true { tally.tornFiles += 1 }
                     continue
                 }
@@ -310,6 +311,12 @@ struct Recording {
                     || node.mode & 0o7777 != record.mode & 0o7777 {
                     tally.violations.append("\(where_): I5: the record of \(path.escaped) is trusted for mirror inode \(record.mirrorInode), which holds \(content?.count ?? -1) bytes, mode \(String(node.mode, radix: 8)), mtime \(node.mtime) (the record: \(record.size) bytes, mode \(String(record.mode, radix: 8)), mtime \(record.mtime))")
                 }
+            }
+            // The mirror root survives a power cut as itself: its recorded identity follows
+            // the materialized root, as the records' inodes follow the materialized files.
+            if var root = mapped.mirror, let now = FS.lstat(mirror) {
+                root.identity = FileIdentity(device: now.device, inode: now.inode)
+                mapped.mirror = root
             }
             try store.compact(mapped)
             // A restart converges.

@@ -48,6 +48,45 @@ struct SyscallOrderTests {
                 "\(order.counts)")
         print("SyscallOrderTests: \(order.calls) calls checked: \(order.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); \(order.problems.count) out of order")
     }
+
+    /// Issue 16: on a FUSE mirror (exFAT through exfat-fuse) `syncfs` reaches no server, so
+    /// the order above is checked with a syncfs of the mirror counting for nothing: each
+    /// file renamed into place and its directory must be fsynced themselves before a
+    /// records.log frame is written.
+    @Test(.enabled(if: LoopMount.available, "needs root, /dev/fuse, loop devices and exfat-fuse"))
+    func onAFuseMirrorEachFileAndDirectoryIsFsyncedBeforeItsRecord() throws {
+        let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
+        let sandbox = try Sandbox()
+        let disk = try LoopMount(.exfat)
+        defer { disk.destroy() }
+        let mirror = disk.path / "mirror"
+        for d in 0..<4 {
+            try FS.mkdirs(sandbox.source / "d\(d)")
+            for f in 0..<20 { try FS.writeFile(sandbox.source / "d\(d)/f\(f)", "file \(d)/\(f)\n") }
+        }
+        try FS.writeFile(sandbox.source / "big", FS.pattern(count: 3 << 20, seed: 16))
+        var order = SyscallOrder(mirror: mirror, state: sandbox.state, mirrorSyncfsCounts: false)
+        let paths: [any CommandArgument] = ["--source", sandbox.source, "--mirror", mirror, "--state", sandbox.state]
+        for round in ["first sync", "sync after changes"] {
+            if round != "first sync" {
+                for f in 0..<20 { try FS.writeFile(sandbox.source / "d1/f\(f)", "rewritten \(f)\n") }
+                try FS.rename(sandbox.source / "d2/f0", sandbox.source / "d3/moved")
+            }
+            let log = sandbox.root / "trace-\(round.count)"
+            let arguments = ["-f", "-y", "-xx", "-qq", "-o", String(decoding: log, as: UTF8.self), "-e",
+                             "trace=write,pwrite64,writev,copy_file_range,sendfile,fsync,fdatasync,syncfs,rename,renameat,renameat2",
+                             String(decoding: sandbox.binary, as: UTF8.self), "sync"].map { Array($0.utf8) }
+                + paths.map(\.argumentBytes)
+            let result = try ChildProcess.run(strace, arguments: arguments, environment: sandbox.environment, timeout: .seconds(120))
+            try #require(result.status == 0, "\(round): \(result)")
+            order.read(try FS.readFile(log), round)
+        }
+        order.finish()
+        #expect(order.problems.isEmpty, "\(order.problems.count) steps out of order:\n\(order.problems.prefix(10).joined(separator: "\n"))")
+        #expect(order.counts["records.log writes", default: 0] >= 2 && order.counts["mirror renames of temp files", default: 0] >= 80
+                && order.counts["fsyncs of mirror entries", default: 0] >= 80, "\(order.counts)")
+        print("SyscallOrderTests: FUSE mirror: \(order.calls) calls checked: \(order.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")); \(order.problems.count) out of order")
+    }
 }
 
 /// Replays an strace log against the durability rules above.
@@ -58,15 +97,20 @@ struct SyscallOrder {
     var dirtyFiles: Set<String> = []
     /// A mirror rename (to a final name) since the last syncfs of the mirror.
     var mirrorRenameSince: String?
+    /// False for a FUSE mirror: a syncfs makes nothing of it durable; each renamed file
+    /// and its directory must be fsynced (`unsyncedEntries` until they are).
+    let mirrorSyncfsCounts: Bool
+    var unsyncedEntries: Set<String> = []
     /// A state directory rename since the last fsync of the directory.
     var stateRenameSince: String?
     var problems: [String] = []
     var counts: [String: Int] = [:]
     var calls = 0
 
-    init(mirror: [UInt8], state: [UInt8]) {
+    init(mirror: [UInt8], state: [UInt8], mirrorSyncfsCounts: Bool = true) {
         self.mirror = String(decoding: mirror, as: UTF8.self)
         self.state = String(decoding: state, as: UTF8.self)
+        self.mirrorSyncfsCounts = mirrorSyncfsCounts
     }
 
     var recordsLog: String { state + "/records.log" }
@@ -101,6 +145,9 @@ struct SyscallOrder {
                 if let rename = mirrorRenameSince {
                     problems.append("\(round): records.log written while the mirror rename \(rename) was not durable (no syncfs since)")
                 }
+                if let entry = unsyncedEntries.sorted().first {
+                    problems.append("\(round): records.log written while \(entry) (and \(unsyncedEntries.count - 1) more) was not fsynced")
+                }
             }
             dirtyFiles.insert(path)
         case "copy_file_range", "sendfile":
@@ -109,10 +156,12 @@ struct SyscallOrder {
             guard let path = fds.first else { return }
             dirtyFiles.remove(path)
             if path == state { stateRenameSince = nil }
+            if unsyncedEntries.remove(path) != nil { counts["fsyncs of mirror entries", default: 0] += 1 }
         case "syncfs":
             guard let path = fds.first else { return }
             if inMirror(path) {
                 counts["syncfs of the mirror", default: 0] += 1
+                guard mirrorSyncfsCounts else { return }
                 dirtyFiles = dirtyFiles.filter { !inMirror($0) }
                 mirrorRenameSince = nil
             } else if path == state || path.hasPrefix(state + "/") {
@@ -131,7 +180,13 @@ struct SyscallOrder {
                     if dirtyFiles.contains(from) { problems.append("\(round): \(to) renamed into place before its data was durable") }
                 }
                 dirtyFiles.remove(from)
-                mirrorRenameSince = to
+                if mirrorSyncfsCounts {
+                    mirrorRenameSince = to
+                } else {
+                    unsyncedEntries.insert(to)
+                    unsyncedEntries.insert((from as NSString).deletingLastPathComponent)
+                    unsyncedEntries.insert(dir)
+                }
             } else if dir == state, !(to as NSString).lastPathComponent.hasPrefix("status.json") {
                 counts["state directory renames", default: 0] += 1
                 if dirtyFiles.contains(from) { problems.append("\(round): \(to) renamed into place before its data was durable") }

@@ -93,6 +93,9 @@ struct MirrorLimitsTests {
             l.refusedBytes = (0..<Int(rng.next() % 10)).map { _ in UInt8(rng.next() % 256) }
             #expect(MirrorLimits(encoded: l.encoded) == l)
         }
+        var fat = Self.exfat
+        fat.maxFileSize = 4_294_967_295
+        #expect(MirrorLimits(encoded: fat.encoded) == fat)
         #expect(MirrorLimits(encoded: [2] + Self.exfat.encoded.dropFirst()) == nil, "another version is not read")
         #expect(MirrorLimits(encoded: Array(Self.exfat.encoded.dropLast())) == nil, "a short encoding is not read")
     }
@@ -185,6 +188,36 @@ struct MirrorLimitsTests {
         var plain: [SyncAction] = []
         for case .path(_, let a, _) in try Self.scan(source, mirror, limits: .none).steps { plain += a }
         #expect(plain.contains(.remove(RelativePath("Photo.JPG"))) && plain.contains(.copyFile(RelativePath("photo.jpg"))))
+    }
+
+    @Test("a file the mirror refuses as too large (EFBIG) is skipped, not failed, and the size is learned")
+    func tooLarge() throws {
+        let source = InMemoryTree(device: 1), mirror = InMemoryTree(device: 2)
+        source.writeFile(RelativePath("small"), [UInt8](repeating: 1, count: 10))
+        source.writeFile(RelativePath("big"), [UInt8](repeating: 2, count: 100))
+        source.writeFile(RelativePath("bigger"), [UInt8](repeating: 3, count: 200))
+        mirror.failure.withLock {
+            $0 = { op, path in
+                op == .install && path != RelativePath("small") ? KeepSyncError(.tooLarge, "write: File too large", path: path) : nil
+            }
+        }
+        var records = RecordSet()
+        records.mirror = MirrorRoot(identity: FileIdentity(device: 2, inode: 1), fileSystem: [], limits: .none)
+        let store = InMemoryStore(records)
+        var engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: records, options: SyncOptions())
+        let first = engine.apply(try engine.prepare())
+        #expect(first.errors.isEmpty, "\(first.errors)")
+        #expect(first.copiedFiles == 1)
+        #expect(first.skippedUnholdable == 2)
+        #expect(Set(engine.skipped.keys) == [RelativePath("big"), RelativePath("bigger")])
+        #expect(engine.limits.maxFileSize == 99, "the smaller refused size, less one")
+        engine.recordWriter.flush()
+        // After a restart the learned size stands: nothing that large is tried again.
+        let installs = mirror.count(.install)
+        engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: try store.load(), options: SyncOptions())
+        let second = engine.apply(try engine.prepare())
+        #expect(second.errors.isEmpty && second.copiedFiles == 0 && second.skippedUnholdable == 2)
+        #expect(mirror.count(.install) == installs, "a file over the learned size was tried again")
     }
 
     // MARK: The vanished-or-replaced mirror

@@ -22,6 +22,9 @@ public struct MirrorLimits: Sendable, Equatable {
     public var refusesTrailingDotOrSpace = false
     /// DOS device names (`CON`, `nul.txt`, `COM1`…) are refused.
     public var refusesDeviceNames = false
+    /// The largest file size known to be refused, less one (learned from EFBIG: FAT32
+    /// takes 4 GiB - 1); nil: none known.
+    public var maxFileSize: UInt64?
     /// `syncfs` makes the file system's changes durable (not on FUSE): otherwise each file
     /// and directory is fsynced itself.
     public var syncfsReaches = true
@@ -120,6 +123,7 @@ public struct MirrorLimits: Sendable, Equatable {
         if refusesInvalidUTF8 { names.append("non-UTF-8 names") }
         if refusesTrailingDotOrSpace { names.append("a trailing dot or space") }
         if refusesDeviceNames { names.append("DOS device names") }
+        if let maxFileSize { parts.append("files up to \(ByteSize.human(maxFileSize))") }
         if !names.isEmpty { parts.append("no " + names.joined(separator: ", ")) }
         if !syncfsReaches { parts.append("no syncfs (each file fsynced)") }
         return parts.joined(separator: ", ")
@@ -169,6 +173,7 @@ public struct MirrorLimits: Sendable, Equatable {
         let name = Array(fileSystem.utf8.prefix(255))
         out.append(UInt8(name.count))
         out += name
+        if let maxFileSize { for i in 0..<8 { out.append(UInt8(truncatingIfNeeded: maxFileSize >> (8 * UInt64(i)))) } }
         return out
     }
 
@@ -181,8 +186,14 @@ public struct MirrorLimits: Sendable, Equatable {
         let refusedCount = Int(bytes[11])
         guard bytes.count >= 12 + refusedCount + 1 else { return nil }
         let nameCount = Int(bytes[12 + refusedCount])
-        guard bytes.count == 13 + refusedCount + nameCount else { return nil }
-        self.init(fileSystem: String(decoding: bytes[(13 + refusedCount)...], as: UTF8.self))
+        let end = 13 + refusedCount + nameCount
+        guard bytes.count == end || bytes.count == end + 8 else { return nil }
+        self.init(fileSystem: String(decoding: bytes[(13 + refusedCount)..<end], as: UTF8.self))
+        if bytes.count == end + 8 {
+            var size: UInt64 = 0
+            for i in 0..<8 { size |= UInt64(bytes[end + i]) << (8 * UInt64(i)) }
+            maxFileSize = size
+        }
         func bit(_ i: Int) -> Bool { flags & (1 << UInt16(i)) != 0 }
         symlinks = bit(0)
         permissions = bit(1)

@@ -8,6 +8,8 @@ public struct KeepSyncError: Error, Sendable, Equatable, CustomStringConvertible
         case permissionDenied
         /// No space left on the device (or quota).
         case noSpace
+        /// The file is larger than the mirror's file system takes (EFBIG: FAT32's 4 GiB).
+        case tooLarge
         /// The file system is read-only.
         case readOnly
         /// Something exists where it should not, or the wrong kind of object is there.

@@ -90,6 +90,13 @@ public struct Planner: Sendable {
         return nil
     }
 
+    /// Why the mirror cannot hold this source object (its name, kind or size), or nil.
+    public func unholdable(_ path: RelativePath, _ source: FileStat) -> String? {
+        if let reason = unholdable(path, kind: source.kind) { return reason }
+        if source.kind == .regular, let max = limits.maxFileSize, source.size > max { return SyncEngine.tooLargeReason }
+        return nil
+    }
+
     /// The actions for one path. A directory's own attributes are decided after its
     /// entries by `finishDirectory`.
     public func plan(_ s: PathState) -> [SyncAction] {
@@ -113,10 +120,10 @@ public struct Planner: Sendable {
         switch source.kind {
         case .special:
             return [.skipSpecial(path)] + (s.record == nil ? [] : [.dropRecord(path)])
-        case _ where unholdable(path, kind: source.kind) != nil:
+        case _ where unholdable(path, source) != nil:
             // What the mirror held there before (a file where a link is now) goes.
             let stale: [SyncAction] = s.mirror != nil && deleteEnabled && !path.isRoot ? [.remove(path)] : []
-            return stale + [.skipUnholdable(path, reason: unholdable(path, kind: source.kind)!)]
+            return stale + [.skipUnholdable(path, reason: unholdable(path, source)!)]
                 + (s.record == nil ? [] : [.dropRecord(path)])
         case .directory:
             if let mirror = s.mirror, mirror.kind == .directory { return [] }

@@ -308,6 +308,20 @@ public final class SyncEngine {
         }
     }
 
+    static let tooLargeReason = "too large for the mirror's file system"
+
+    /// A file the mirror's file system refused as too large (EFBIG): skipped like a name
+    /// it cannot hold, warned about once, its record gone; the limit learned (and kept
+    /// with the mirror root), so that no pass copies a file that size again.
+    public func skipTooLarge(_ path: RelativePath, size: UInt64) {
+        skipped[path] = Self.tooLargeReason
+        if warnedSpecial.insert(path).inserted { logger.warning("skipping \(path.escaped): \(Self.tooLargeReason)") }
+        if records.records[path] != nil { change(.remove(path)) }
+        guard size > 0, var mirror = records.mirror, (mirror.limits.maxFileSize ?? .max) >= size else { return }
+        mirror.limits.maxFileSize = size - 1
+        change(.setMirror(mirror))
+    }
+
     /// Records a finished copy.
     public func recordCopy(_ result: CopyResult) {
         change(.put(FileRecord(path: result.path, source: result.source, mirrorInode: result.installed.inode)))

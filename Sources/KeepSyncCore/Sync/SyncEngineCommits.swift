@@ -47,6 +47,9 @@ extension SyncEngine {
                 onCopy?(copied.installed.size)
             case .success(nil):
                 break
+            case .failure(let error as KeepSyncError) where error.code == .tooLarge:
+                skipTooLarge(path, size: (try? source.stat(path))??.size ?? 0)
+                summary.skippedUnholdable += 1
             case .failure(let error):
                 report(error, path: path, into: &summary)
             }

@@ -86,6 +86,9 @@ extension SyncManager {
             let now = (try? source.stat(path)) ?? nil
             if stopping {
                 logger.debug("\(path.escaped): copy abandoned on stop")
+            } else if let e = error as? KeepSyncError, e.code == .tooLarge {
+                errors[path] = nil
+                engine.skipTooLarge(path, size: now?.size ?? 0)
             } else if now == nil || now?.kind != .regular {
                 // Vanished or replaced by another kind while copied: its events follow.
                 errors[path] = nil

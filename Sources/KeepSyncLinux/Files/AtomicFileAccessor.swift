@@ -7,10 +7,10 @@ import Synchronization
 /// the mirror root's descriptor, never following a symlink, files installed by temp file
 /// + fsync + rename. Directory entries are made durable by the next `barrier` (syncfs),
 /// which precedes every record append. Where `syncfs` does not reach the file system
-/// (FUSE: `perFileSync`), a file's data is fsynced before its mode and mtime are set (a
-/// FUSE server may stamp a write's time when it finally gets it; the access time is set
-/// with the mtime, as exfat-fuse takes a lone mtime as "now"), and the barrier fsyncs
-/// each file and directory changed since the last one instead.
+/// (FUSE: `perFileSync`), each staged file's data is fsynced itself (a group's barrier
+/// cannot), the barrier fsyncs each file and directory changed since the last one, and
+/// the access time is set with the mtime (exfat-fuse ignores a time set with the access
+/// time omitted).
 public final class AtomicFileAccessor: FileAccessorProviding {
     /// Read access to the same tree, through the same confined lookups.
     let tree: PosixFileSystem
@@ -90,10 +90,9 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         try checkCancelled(path)
         try copyData(from: source, to: temp, path: path)
         do throws(Errno) {
-            if perFileSync { try temp.sync() }
             try temp.setMode(source.stat.mode)
             try temp.setModificationTime(source.stat.mtime, withAccessTime: perFileSync)
-            if durable { try temp.sync() }
+            if durable || perFileSync { try temp.sync() }
         } catch { throw error.error("finish temp file", path: path) }
         kept = true
         temporaries.withLock { $0[tempName] = parentPath.isRoot ? nil : parent }

@@ -31,6 +31,7 @@ struct Errno: Error, Equatable, Sendable {
         case ENOENT, ENOTDIR: return .notFound
         case EACCES, EPERM: return .permissionDenied
         case ENOSPC, EDQUOT: return .noSpace
+        case EFBIG: return .tooLarge
         case EROFS: return .readOnly
         case EEXIST, EISDIR, ENOTEMPTY: return .conflict
         case ELOOP, EXDEV: return .unsafePath
