@@ -70,6 +70,35 @@ struct SafetyTests {
         #expect(again.status == 0, "the accepted source must be the recorded one now: \(again)")
     }
 
+    /// Issue 16: a mirror root that is missing or is another directory while records exist
+    /// (a disk not plugged in) gets nothing written; `--accept-new-mirror` adopts a new one.
+    @Test func aMissingOrReplacedMirrorRootExitsThreeNamingItUntilAccepted() throws {
+        let sandbox = try Sandbox()
+        try sandbox.syncSmallSource()
+        // Another, empty directory in its place (made before the old one goes: another inode).
+        let replacement = sandbox.root / "M2"
+        try FS.mkdir(replacement)
+        try ScratchDirectory.removeTree(sandbox.mirror)
+        try FS.rename(replacement, sandbox.mirror)
+        let replaced = try sandbox.sync()
+        #expect(replaced.status == 3, "\(replaced)")
+        #expect(replaced.errorLines.contains { $0.contains("--accept-new-mirror") }, "\(replaced)")
+        #expect(try FS.list(sandbox.mirror).isEmpty, "the replaced mirror was written")
+
+        try ScratchDirectory.removeTree(sandbox.mirror)
+        let missing = try sandbox.sync()
+        #expect(missing.status == 3, "\(missing)")
+        let name = String(decoding: sandbox.mirror, as: UTF8.self)
+        #expect(missing.errorLines.contains { $0.contains("mirror unavailable") && $0.contains(name) }, "\(missing)")
+        #expect(!FS.exists(sandbox.mirror), "the missing mirror was made again")
+
+        let accepted = try sandbox.sync("--accept-new-mirror")
+        #expect(accepted.status == 0, "\(accepted)")
+        try sandbox.expectMirrorEqualsSource()
+        let again = try sandbox.sync()
+        #expect(again.status == 0, "the accepted mirror must be the recorded one now: \(again)")
+    }
+
     @Test func anEmptiedSourceRootExitsThreeUntilMassDeleteIsAllowed() throws {
         let sandbox = try Sandbox()
         try sandbox.syncSmallSource()

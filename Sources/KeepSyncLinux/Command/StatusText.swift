@@ -24,6 +24,15 @@ public enum StatusText {
         if let held = object["heldDeletes"]?.number, held > 0 {
             out += "  held deletions  \(Int(held)) (rerun with --allow-mass-delete to apply)\n"
         }
+        if case .object(let limits)? = object["mirrorLimits"], let summary = limits["summary"]?.string, !summary.isEmpty {
+            out += "  mirror holds    \(summary)\n"
+        }
+        if case .object(let skipped)? = object["skipped"], let count = skipped["count"]?.number, count > 0 {
+            var paths: [String] = []
+            if case .array(let list)? = skipped["paths"] { paths = list.compactMap(\.string) }
+            out += "  skipped         \(Int(count)) (what the mirror cannot hold)\n"
+            for p in paths { out += "    \(p)\n" }
+        }
         var errors: [[String: JSONValue]] = []
         if case .array(let list)? = object["errors"] {
             for case .object(let e) in list { errors.append(e) }

@@ -36,7 +36,14 @@ struct PreparedState {
                 throw KeepSyncError(.unsafe, problem)
             }
             try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
-            var probed = try MirrorProbe.probe(settings.mirror)
+            var probed: MirrorRoot
+            do { probed = try MirrorProbe.probe(settings.mirror) } catch {
+                // A full or read-only mirror cannot be tried: what was found before stands
+                // (run waits for it to take writes again, as for any full mirror).
+                guard let fallback = records.mirror ?? MirrorProbe.currentMirrorRoot(settings.mirror) else { throw error }
+                logger.warning("cannot try what the mirror's file system holds (\((error as? KeepSyncError)?.message ?? "\(error)")); \(records.mirror == nil ? "assuming it holds everything" : "using what was found before")")
+                probed = fallback
+            }
             let summary = probed.limits.summary
             let where_ = "mirror on \(probed.limits.fileSystem.isEmpty ? "this file system" : probed.limits.fileSystem)"
             if summary.isEmpty { logger.debug("\(where_): holds everything") } else { logger.info("\(where_): \(summary)") }
