@@ -17,7 +17,7 @@ struct WatchLimitMonitorTests {
         Logger(level: .info) { [lines] _, text in lines.withLock { $0.append(text) } }
     }
 
-    @Test("unwatched directories: one warning naming the sysctl, a rescan due every interval, then all clear")
+    @Test("unwatched directories: one warning naming the sysctl, a poll due every interval, then all clear")
     func episode() {
         var monitor = WatchLimitMonitor(interval: .seconds(30), logger: logger)
         let start = ContinuousClock.now
@@ -34,13 +34,14 @@ struct WatchLimitMonitorTests {
         #expect(warnings.first?.contains("3 directories are not watched") == true)
         #expect(warnings.first?.contains("sysctl fs.inotify.max_user_watches=") == true)
 
-        #expect(monitor.rescanned(unwatched: 2) == "watch limit reached: 2 directories unwatched")
+        #expect(warnings.first?.contains("polled every 30 s") == true, "\(warnings)")
+        monitor.polled()
         #expect(monitor.due == nil)
         monitor.note(unwatched: 2, now: start + .seconds(31))
         #expect(monitor.due == start + .seconds(61))
         #expect(lines.withLock { $0.count } == 1, "one warning per episode")
 
-        #expect(monitor.rescanned(unwatched: 0) == "watch limit no longer reached: all directories watched")
+        monitor.polled()
         monitor.note(unwatched: 0, now: start + .seconds(62))
         #expect(monitor.due == nil)
         #expect(lines.withLock { $0.last } == "inotify: every directory is watched again")

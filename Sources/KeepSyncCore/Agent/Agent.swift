@@ -302,7 +302,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let current = state == .watching && snapshot.resyncing ? AgentState.syncing : state
         var extra: [(String, String)] = []
         if let unwatched = watcher?.unwatchedDirectories, unwatched > 0 {
-            extra.append((".", "watch limit reached: \(unwatched) directories are not watched (rescanned every 30 s); raise it with sysctl fs.inotify.max_user_watches=N"))
+            extra.append((".", "watch limit reached: \(unwatched) directories are not watched (polled every 10 s); raise it with sysctl fs.inotify.max_user_watches=N"))
         }
         writeStatus(state: current, snapshot: snapshot, extraErrors: extra, force: force)
         let line = StatusLine.text(state: current, snapshot: snapshot, readySent: status.readySent)

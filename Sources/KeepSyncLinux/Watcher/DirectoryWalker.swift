@@ -168,7 +168,7 @@ final class DirectoryWalker {
 
     /// Opens a node's directory from the root, never following a symlink, and checks it
     /// is the same directory; nil when the tree is behind the file system.
-    private func open(_ node: WatchNode) -> FileDescriptor? {
+    func open(_ node: WatchNode) -> FileDescriptor? {
         guard var fd = try? Sys.open(rootFD, [0x2E], O_RDONLY | O_DIRECTORY) else { return nil }
         for name in node.names {
             let next = try? Sys.open(fd, name, DirectoryWalker.directoryFlags)
@@ -181,6 +181,14 @@ final class DirectoryWalker {
             return nil
         }
         return fd
+    }
+
+    /// Watches an unwatched directory of the tree now; nil when the limit still says no
+    /// (or it cannot be opened where the tree says).
+    func watchExisting(_ node: WatchNode) -> Int32? {
+        guard let fd = open(node) else { return nil }
+        defer { fd.close() }
+        return try? DirectoryWalker.addWatch(inotify, fd, path: node.path, rootPath: rootPath, useProc: useProc) ?? nil
     }
 
     // MARK: Rebuilding

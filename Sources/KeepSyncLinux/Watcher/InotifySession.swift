@@ -23,6 +23,8 @@ final class InotifySession: @unchecked Sendable {
     private let rootFD: FileDescriptor
     private let walker: DirectoryWalker
     private var tree: WatchTree { walker.tree }
+    /// The directories the watch limit left unwatched, looked at every `limit.interval`.
+    private let poller = UnwatchedPoller()
     private let clock = ContinuousClock()
     private let translator: EventTranslator
     private var limit: WatchLimitMonitor
@@ -83,6 +85,8 @@ final class InotifySession: @unchecked Sendable {
             throw error
         }
         translator = EventTranslator(rootPath: rootPath, excludes: excludes, walker: walker, outbox: outbox, logger: logger)
+        // Before the first full pass reads them: what changes after is a difference.
+        poller.adopt(tree.takeNewlyUnwatched(), list: look)
         publish()
         limit.note(unwatched: tree.unwatched.count, now: clock.now)
     }
@@ -168,15 +172,55 @@ final class InotifySession: @unchecked Sendable {
         if let reason = walker.takeRescanReason() {
             outbox.emit(.rescan(reason: reason))
         }
+        poller.adopt(tree.takeNewlyUnwatched(), list: look)
         if limit.isDue(now: clock.now), !rootGone {
-            try walker.rebuild()
-            outbox.emit(.rescan(reason: limit.rescanned(unwatched: tree.unwatched.count)))
+            pollUnwatched()
+            limit.polled()
         }
         limit.note(unwatched: tree.unwatched.count, now: clock.now)
         publish()
     }
 
-    /// The poll timeout: the nearest move deadline, deferred retry or limit rescan.
+    /// Looks at the unwatched directories: what changed in each is reported as the events
+    /// inotify would have given (a new subdirectory is walked and watched where the limit
+    /// allows); then each is watched if the limit allows it now.
+    private func pollUnwatched() {
+        for (node, changes) in poller.poll(tree.unwatched, list: look) {
+            for change in changes {
+                switch change {
+                case .changed(let path): outbox.emit(.changed(path))
+                case .removed(let path): outbox.emit(.removed(path))
+                case .directoryGone(let name):
+                    if let child = node.children[name] { tree.removeSubtree(child) }
+                    outbox.emit(.removed(node.path.appending(name)))
+                case .newDirectory(let name):
+                    outbox.emit(.changed(node.path.appending(name)))
+                    walker.newDirectory(parent: node, name: name)
+                }
+            }
+        }
+        poller.adopt(tree.takeNewlyUnwatched(), list: look)
+        for node in tree.unwatched.values.sorted(by: { $0.path < $1.path }) {
+            guard let wd = walker.watchExisting(node) else { break }
+            tree.watched(node, as: wd)
+            poller.forget(node)
+        }
+    }
+
+    /// One unwatched directory's entries as they are now; nil when it is not where the
+    /// tree says.
+    private func look(_ node: WatchNode) -> [[UInt8]: UnwatchedPoller.Stamp]? {
+        guard let fd = walker.open(node) else { return nil }
+        defer { fd.close() }
+        guard let names = try? Sys.readDirectory(fd) else { return nil }
+        var entries: [[UInt8]: UnwatchedPoller.Stamp] = [:]
+        for name in names {
+            if let stat = (try? Sys.lstat(fd, name)) ?? nil { entries[name] = UnwatchedPoller.Stamp(stat) }
+        }
+        return entries
+    }
+
+    /// The poll timeout: the nearest move deadline, deferred retry or limit poll.
     private func timeout(_ now: ContinuousClock.Instant) -> Int32 {
         var next: ContinuousClock.Instant?
         func consider(_ instant: ContinuousClock.Instant?) {

@@ -52,13 +52,16 @@ public final class InotifyWatcher: WatcherProviding {
         var unwatched = 0
     }
 
+    /// How often directories the watch limit left unwatched are looked at.
+    public static let pollInterval: Duration = .seconds(10)
+
     /// A watcher for the directory at `rootPath` (absolute path bytes). While the inotify
-    /// watch limit leaves directories unwatched, a `.rescan` is reported every
-    /// `limitRescanInterval`. At most `eventLimit` events wait in the stream: past that
+    /// watch limit leaves directories unwatched, they are looked at every
+    /// `limitRescanInterval` (the changes found there reported as events). At most `eventLimit` events wait in the stream: past that
     /// the watcher stops reading (the kernel's queue holds what comes, or overflows) and
     /// owes one `.rescan`, delivered as soon as there is room. Walks beat `heartbeat`
     /// once per directory.
-    public init(rootPath: [UInt8], logger: Logger = .silent, limitRescanInterval: Duration = .seconds(30),
+    public init(rootPath: [UInt8], logger: Logger = .silent, limitRescanInterval: Duration = InotifyWatcher.pollInterval,
                 eventLimit: Int = 65_536, heartbeat: Heartbeat? = nil) {
         self.heartbeat = heartbeat
         self.rootPath = rootPath

@@ -10,6 +10,8 @@ final class WatchTree {
     private(set) var watches: [Int32: WatchNode] = [:]
     /// Directories the watch limit left unwatched.
     private(set) var unwatched: [ObjectIdentifier: WatchNode] = [:]
+    /// Directories left unwatched since the last `takeNewlyUnwatched`.
+    private var newlyUnwatched: [WatchNode] = []
     private let release: (Int32) -> Void
 
     /// A tree holding only the root, watched as `rootWatch`.
@@ -32,8 +34,26 @@ final class WatchTree {
         let node = WatchNode(wd: wd, name: name, parent: parent, identity: identity)
         if let old = parent.children[name] { removeSubtree(old) }
         parent.children[name] = node
-        if let wd { watches[wd] = node } else { unwatched[ObjectIdentifier(node)] = node }
+        if let wd {
+            watches[wd] = node
+        } else {
+            unwatched[ObjectIdentifier(node)] = node
+            newlyUnwatched.append(node)
+        }
         return node
+    }
+
+    /// The directories left unwatched since the last call (for a first look at them).
+    func takeNewlyUnwatched() -> [WatchNode] {
+        defer { newlyUnwatched = [] }
+        return newlyUnwatched.filter { !$0.detached && unwatched[ObjectIdentifier($0)] === $0 }
+    }
+
+    /// An unwatched directory is watched now, as `wd`.
+    func watched(_ node: WatchNode, as wd: Int32) {
+        guard unwatched.removeValue(forKey: ObjectIdentifier(node)) != nil else { return }
+        node.wd = wd
+        watches[wd] = node
     }
 
     /// Moves a node (and so its subtree) to a new place, replacing what was there. The
