@@ -399,7 +399,11 @@ extension CrashTests {
         guard FS.exists(sandbox.mirror) else { return ([], 0, 0) }
         try walk(sandbox.mirror) { path, name, info in
             guard info.kind == .regular else { return }
-            if TemporaryName.matches(name) { temps += 1; return }
+            // keepsync's temp names, and what is below one (the mirror probe's directory).
+            if TemporaryName.matches(name) || path.split(separator: 0x2F).contains(where: { TemporaryName.matches(Array($0)) }) {
+                temps += 1
+                return
+            }
             files += 1
             guard let source = FS.lstat(sandbox.source / path), source.kind == .regular else {
                 torn.append("\(ByteEscaping.escape(path)): not a source file")
@@ -599,7 +603,11 @@ extension CrashTests {
         let bigPaths = Dictionary(uniqueKeysWithValues: (0..<versions.count).map { (versions.relativePath($0), $0) })
         try walk(sandbox.mirror) { path, name, info in
             guard info.kind == .regular else { return }
-            if TemporaryName.matches(name) { temps += 1; return }
+            // keepsync's temp names, and what is below one (the mirror probe's directory).
+            if TemporaryName.matches(name) || path.split(separator: 0x2F).contains(where: { TemporaryName.matches(Array($0)) }) {
+                temps += 1
+                return
+            }
             if let p = bigPaths[path] {
                 if let problem = versions.problem(p, try FS.readFile(sandbox.mirror / path)) {
                     problems.append("\(ByteEscaping.escape(path)): \(problem)")

@@ -112,6 +112,31 @@ struct BackgroundCompactionTests {
         #expect(try w.store.load().records == (await w.manager.simulationRecords().records))
     }
 
+    @Test("a compaction that failed with nothing else to write is asked again: the status error does not outlive the fault")
+    func aFailedCompactionWithNothingOwedIsRetried() async throws {
+        let w = World()
+        w.source.writeFile(Self.p("a.txt"), Self.b("one"))
+        await w.fullSync()
+        let failing = Self.failBarriers(w)
+        await w.manager.compactRecordsInBackground()
+        #expect((await w.manager.snapshot().errors)[.root]?.hasPrefix("cannot write records") == true)
+        failing.set(false)
+        // A full pass that finds nothing to change writes no record: the owed compaction
+        // is what clears the error (the simulation's seed 796420892788 kept it forever).
+        let compactions = w.store.compactions
+        await w.fullSync()
+        let errors = await w.manager.snapshot().errors
+        #expect(errors.isEmpty, "\(errors)")
+        #expect(w.store.compactions == compactions + 1)
+        #expect(try w.store.load().records == (await w.manager.simulationRecords().records))
+    }
+
+    @Test("the seed that found it: a background compaction's barrier fails (EACCES), then nothing changes")
+    func failedCompactionSeed() async {
+        let outcome = await SimulationRun(seed: 796_420_892_788).run()
+        #expect(!outcome.violations.contains { $0.hasPrefix("I7") }, "\(outcome.violations)")
+    }
+
     /// Makes the mirror's barriers (syncfs) fail with EIO until the returned switch is
     /// set to false.
     static func failBarriers(_ w: World) -> Switch {

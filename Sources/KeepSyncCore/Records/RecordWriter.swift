@@ -17,6 +17,10 @@ public final class RecordWriter: Sendable {
         /// A rewrite asked for: the set, and the flushed changes it holds that were not
         /// appended (they go back to the queue if the rewrite fails).
         var compaction: (set: RecordSet, covered: [RecordChange])?
+        /// The last compaction failed and no write succeeded since: one is owed (of the
+        /// records as they are when it is retried), or the failure would stand with nothing
+        /// left to write that could clear it.
+        var compactionFailed = false
         /// True while a write is queued and has not taken `handed` yet.
         var scheduled = false
         /// Changes whose write failed, oldest first: they stay until a write holding them
@@ -84,8 +88,11 @@ public final class RecordWriter: Sendable {
         if schedule { scheduler.submit { self.write() } }
     }
 
-    /// True when changes wait for a retry.
-    var hasBacklog: Bool { state.withLock { !$0.backlog.isEmpty } }
+    /// True when changes (or a failed compaction) wait for a retry.
+    var hasBacklog: Bool { state.withLock { !$0.backlog.isEmpty || $0.compactionFailed } }
+
+    /// True when the last compaction failed and nothing was written since.
+    var owesCompaction: Bool { state.withLock { $0.compactionFailed } }
 
     /// Writes that failed in a row (0 after a success).
     public var failures: Int { state.withLock { $0.failures } }
@@ -102,6 +109,7 @@ public final class RecordWriter: Sendable {
     func clearBacklog() {
         state.withLock { s in
             s.backlog = []
+            s.compactionFailed = false
             s.failures = 0
             s.lastError = nil
         }
@@ -154,6 +162,7 @@ public final class RecordWriter: Sendable {
             let e = (error as? KeepSyncError) ?? KeepSyncError(.io, "\(error)")
             state.withLock { s in
                 s.backlog = merged ? batch : s.backlog + batch
+                if compaction != nil && !merged { s.compactionFailed = true }
                 s.failures += 1
                 s.lastError = e
                 s.outcomes += 1
@@ -169,6 +178,7 @@ public final class RecordWriter: Sendable {
                 s.backlog = []
                 s.failures = 0
                 s.lastError = nil
+                s.compactionFailed = false
             }
             return s.failures > 0
         }

@@ -92,6 +92,7 @@ extension SyncManager {
             mirrorProbeAt = nil
             note(summary)
             for path in summary.deferredCopies { queueCopy(path) }
+            retryCompaction(now: true)
             fullPasses += 1
             let took = Self.seconds(start.duration(to: clock.now))
             if summary.mirrorChanges == 0 {

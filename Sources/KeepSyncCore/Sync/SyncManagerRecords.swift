@@ -8,6 +8,7 @@ extension SyncManager {
     func flushRecords() {
         unflushed = 0
         showRecordsFailure()
+        retryCompaction(now: false)
         guard records.flush(retryingBacklog: true) else { return }
         lastAppendAt = clock.now
         // A write that ran at once (an immediate scheduler) shows its outcome now.
@@ -61,5 +62,16 @@ extension SyncManager {
     public func compactRecordsInBackground() {
         flushRecords()
         records.compact(engine.records)
+        lastAppendAt = clock.now
+    }
+
+    /// A compaction that failed (and nothing written since) is asked again, of the records
+    /// as they are now: at once (`now`, a full pass), else once its retry delay passed.
+    func retryCompaction(now: Bool) {
+        guard records.owesCompaction else { return }
+        if !now, let at = lastAppendAt, clock.now < at.advanced(by: recordRetryDelay) { return }
+        records.compact(engine.records)
+        lastAppendAt = clock.now
+        showRecordsFailure()
     }
 }
