@@ -76,3 +76,4 @@ int ks_at_removedir(void) { return AT_REMOVEDIR; }
 int ks_lock_ex_nb(void) { return LOCK_EX | LOCK_NB; }
 
 int ks_mallopt_arena_max(int n) { return mallopt(M_ARENA_MAX, n); }
+int ks_malloc_trim(void) { return malloc_trim(0); }

@@ -84,6 +84,11 @@ public final class FakeAgentHost: AgentHost {
     /// True when the source root lists nothing.
     public func sourceRootIsEmpty(_ path: [UInt8]) -> Bool { (try? source.list(.root).isEmpty) ?? false }
 
+    /// Counts the calls.
+    public func releaseMemory() { memoryReleases.withLock { $0 += 1 } }
+    /// How often the agent gave memory back.
+    public let memoryReleases = Mutex(0)
+
     /// Ticks now and every `interval` of the manual clock.
     public func repeating(every interval: Duration, _ tick: @escaping @Sendable () -> Void) -> any TimerHandle {
         let clock = self.clock

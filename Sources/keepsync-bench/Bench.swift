@@ -53,12 +53,17 @@ final class Bench {
         let bytes = try builder.buildMain(source, files: options.files)
         log("tree: \(options.files) files, \(bytes >> 20) MiB, built in \(Unit.seconds.format(Clock.now() - started))")
         var k = Samples(), c = Samples(), r = Samples()
-        var nk = Samples(), nr = Samples()
+        var nk = Samples(), nr = Samples(), kRSS = Samples(), rRSS = Samples()
         for rep in 0..<options.repetitions {
             let km = path("copy-keepsync-\(rep)"), ks = path("state-\(rep)")
             let cm = path("copy-cp-\(rep)"), rm = path("copy-rsync-\(rep)")
             record(&k, "keepsync sync, repetition \(rep + 1)") {
-                try timed { try Spawn.run([keepsync, b("sync"), b("--source"), source, b("--mirror"), km, b("--state"), ks, b("--log-level"), b("warning")]) }
+                try timed {
+                    let run = try Spawn.runMeasured([keepsync, b("sync"), b("--source"), source, b("--mirror"), km, b("--state"), ks,
+                                                     b("--log-level"), b("warning")])
+                    kRSS.values.append(run.peakMiB)
+                    return run.seconds
+                }
             }
             _ = verify(source, km, "keepsync sync, repetition \(rep + 1)", into: &k)
             if let cp {
@@ -66,7 +71,13 @@ final class Bench {
                 _ = verify(source, cm, "cp -a, repetition \(rep + 1)", into: &c)
             }
             if let rsync {
-                record(&r, "rsync -a, repetition \(rep + 1)") { try timed { try Spawn.run([rsync, b("-a"), source + b("/"), rm + b("/")]) } }
+                record(&r, "rsync -a, repetition \(rep + 1)") {
+                    try timed {
+                        let run = try Spawn.runMeasured([rsync, b("-a"), source + b("/"), rm + b("/")])
+                        rRSS.values.append(run.peakMiB)
+                        return run.seconds
+                    }
+                }
                 _ = verify(source, rm, "rsync -a, repetition \(rep + 1)", into: &r)
             }
             log("initial copy \(rep + 1)/\(options.repetitions): keepsync \(k.values.last.map { Unit.seconds.format($0) } ?? "-"), cp -a \(c.values.last.map { Unit.seconds.format($0) } ?? "-"), rsync -a \(r.values.last.map { Unit.seconds.format($0) } ?? "-")")
@@ -90,6 +101,57 @@ final class Bench {
                 tools: [("keepsync", k), ("cp -a", c), ("rsync -a", r)], targets: [("cp -a", 1.0), ("rsync -a", 0.8)]),
             Row(measure: "no-op rerun, \(temperature)", unit: .milliseconds,
                 tools: [("keepsync", nk), ("rsync -a", nr)], targets: [("rsync -a", 0.7)]),
+            Row(measure: "peak RSS, initial copy", unit: .mebibytes,
+                tools: [("keepsync", kRSS), ("rsync -a", rRSS)], targets: [("rsync -a", nil)]),
+        ]
+    }
+
+    // MARK: Small files
+
+    /// Issue 17: a tree of tiny files, where copy_file_range does not help: the initial
+    /// copy (durable: rsync is timed with its `sync`), the no-op rerun, and the peak
+    /// resident set of each first run.
+    func smallFileMeasures() throws -> [Row] {
+        let source = path("small")
+        var builder = TreeBuilder(seed: options.seed ^ 0x5A11)
+        let started = Clock.now()
+        let bytes = try builder.buildSmall(source, files: options.smallFiles, directories: options.smallDirectories)
+        log("small tree: \(options.smallFiles) files in \(options.smallDirectories) directories, \(bytes >> 20) MiB, built in \(Unit.seconds.format(Clock.now() - started))")
+        var k = Samples(), r = Samples(), nk = Samples(), nr = Samples(), kRSS = Samples(), rRSS = Samples()
+        for rep in 0..<options.repetitions {
+            let km = path("small-keepsync-\(rep)"), ks = path("small-state-\(rep)"), rm = path("small-rsync-\(rep)")
+            let sync = [keepsync, b("sync"), b("--source"), source, b("--mirror"), km, b("--state"), ks, b("--log-level"), b("warning")]
+            record(&k, "keepsync sync of small files, repetition \(rep + 1)") {
+                try timed { let run = try Spawn.runMeasured(sync); kRSS.values.append(run.peakMiB); return run.seconds }
+            }
+            _ = verify(source, km, "keepsync sync of small files, repetition \(rep + 1)", into: &k)
+            if let rsync {
+                record(&r, "rsync -a of small files, repetition \(rep + 1)") {
+                    try timed {
+                        let run = try Spawn.runMeasured([rsync, b("-a"), source + b("/"), rm + b("/")])
+                        rRSS.values.append(run.peakMiB)
+                        return run.seconds
+                    }
+                }
+                _ = verify(source, rm, "rsync -a of small files, repetition \(rep + 1)", into: &r)
+            }
+            record(&nk, "keepsync no-op of small files, repetition \(rep + 1)") { try timed { try Spawn.run(sync) } }
+            if let rsync {
+                record(&nr, "rsync -a no-op of small files, repetition \(rep + 1)") {
+                    try timed { try Spawn.run([rsync, b("-a"), source + b("/"), rm + b("/")]) }
+                }
+            }
+            log("small files \(rep + 1)/\(options.repetitions): keepsync \(k.values.last.map { Unit.seconds.format($0) } ?? "-") (peak \(kRSS.values.last.map { Unit.mebibytes.format($0) } ?? "-")), rsync -a \(r.values.last.map { Unit.seconds.format($0) } ?? "-"); no-op \(nk.values.last.map { Unit.milliseconds.format($0) } ?? "-") vs \(nr.values.last.map { Unit.milliseconds.format($0) } ?? "-")")
+        }
+        let temperature = cold ? "cold" : "warm"
+        let size = "\(options.smallFiles / 1000)k files of 0-4 KiB / \(options.smallDirectories / 1000)k dirs"
+        return [
+            Row(measure: "initial copy, \(size), \(temperature), durable", unit: .seconds,
+                tools: [("keepsync", k), ("rsync -a", r)], targets: [("rsync -a", 0.7)]),
+            Row(measure: "no-op rerun, small files, \(temperature)", unit: .milliseconds,
+                tools: [("keepsync", nk), ("rsync -a", nr)], targets: [("rsync -a", 0.6)]),
+            Row(measure: "peak RSS, initial copy of the small files", unit: .mebibytes,
+                tools: [("keepsync", kRSS), ("rsync -a", rRSS)], targets: [("rsync -a", nil)], absolute: 40),
         ]
     }
 

@@ -38,6 +38,7 @@ enum BenchMain {
             }
         }
         phase("copy") { try bench.copyMeasures() }
+        phase("small") { try bench.smallFileMeasures() }
         phase("latency") { try bench.latencyMeasures() }
         phase("burst") { try bench.burstMeasures() }
         phase("watch") { try bench.watchMeasures() }

@@ -6,6 +6,9 @@ struct BenchOptions {
     var quick = false
     /// Files of the main tree (initial copy, no-op rerun).
     var files = 20_000
+    /// The small-file tree: tiny files, many directories.
+    var smallFiles = 100_000
+    var smallDirectories = 5_000
     /// Files and directories of the watched tree (RSS, startup).
     var watchedFiles = 100_000
     var watchedDirectories = 5_000
@@ -27,7 +30,7 @@ struct BenchOptions {
 
     static let usage = """
         usage: keepsync-bench [--quick] [--reps N] [--files N] [--work DIR] [--keepsync PATH]
-                              [--seed N] [--only copy,noop,latency,burst,watch] [--keep]
+                              [--seed N] [--only copy,small,latency,burst,watch] [--keep]
 
         Measures keepsync against cp -a, rsync -a and lsyncd in the same run, tools
         interleaved in every repetition, and prints medians [min-max] and ratios of medians.
@@ -68,6 +71,8 @@ struct BenchOptions {
         }
         if o.quick {
             o.files = min(o.files, 4_000)
+            o.smallFiles = 20_000
+            o.smallDirectories = 1_000
             o.watchedFiles = 20_000
             o.watchedDirectories = 1_000
             o.burstFiles = 4_000

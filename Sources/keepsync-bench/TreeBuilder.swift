@@ -90,6 +90,22 @@ struct TreeBuilder {
         return total
     }
 
+    /// The small-file tree: `files` files of 0-4 KiB in `directories` directories (two
+    /// levels). Returns the total bytes.
+    mutating func buildSmall(_ root: [UInt8], files: Int, directories: Int) throws -> Int {
+        try Paths.mkdirs(root)
+        for d in 0..<directories { try Paths.mkdirs(Paths.join(root, "p\(d / 100)/q\(d % 100)")) }
+        var total = 0
+        for j in 0..<files {
+            let d = j % directories
+            let size = rng.below(4097)
+            try writeFile(Paths.join(root, "p\(d / 100)/q\(d % 100)/s\(j)"), index: j, size: size, mode: 0o644)
+            total += size
+        }
+        try setDirectoryTimes(root)
+        return total
+    }
+
     /// The watched tree: `files` files of 0-256 bytes in `directories` directories.
     mutating func buildWatched(_ root: [UInt8], files: Int, directories: Int) throws {
         try Paths.mkdirs(root)

@@ -206,6 +206,20 @@ struct AgentTests {
         #expect(try await h.stop() == .success)
     }
 
+    /// Issue 17: a full pass's memory (a step per path) goes back to the system once the
+    /// pass and its copies are done: after the initial sync, and after a SIGUSR1 pass.
+    @Test func memoryIsGivenBackOnceAFullPassAndItsCopiesAreDone() async throws {
+        let h = AgentHarness()
+        h.populate()
+        h.start()
+        try await h.waitUntilReady()
+        try await h.until("memory given back after the initial sync") { h.host.memoryReleases.withLock { $0 } == 1 }
+        h.feed.send(.resync)
+        try await h.until("memory given back after the second pass") { h.host.memoryReleases.withLock { $0 } == 2 }
+        #expect(try await h.stop() == .success)
+        #expect(h.host.memoryReleases.withLock { $0 } == 2, "once per pass, not per status write")
+    }
+
     @Test func unwatchedDirectoriesShowInTheStatusFile() async throws {
         let h = AgentHarness()
         h.populate()

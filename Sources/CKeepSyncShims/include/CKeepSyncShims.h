@@ -35,6 +35,8 @@ int ks_getversion(int fd, uint64_t *out);
 int ks_fs_type(int fd, int64_t *out);
 int ks_flock(int fd, int op);
 int ks_mallopt_arena_max(int n);
+/// malloc_trim(0): freed heap pages go back to the system.
+int ks_malloc_trim(void);
 
 uint64_t ks_resolve_beneath(void);
 uint64_t ks_resolve_no_symlinks(void);

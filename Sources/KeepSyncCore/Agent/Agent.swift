@@ -23,6 +23,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var state = AgentState.starting
     var lastFullSync: String?
     var seenPasses = 0
+    /// The full passes whose memory was given back (`AgentHost.releaseMemory`).
+    var releasedAfterPasses = 0
     var rootProblem: String?
     /// The source root's recorded identity.
     var rootIdentity: FileIdentity?
@@ -293,6 +295,12 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             progress.update(ByteSize.progress(
                 files: snapshot.passCopied.files, totalFiles: snapshot.passPlanned.files, bytes: snapshot.passCopied.bytes,
                 totalBytes: snapshot.passPlanned.bytes, seconds: ByteSize.seconds(startedAt.duration(to: clock.now))))
+        }
+        // A full pass's memory (one step per path) is freed when it ends; once its copies
+        // are done too, it goes back to the system.
+        if snapshot.pending == 0, seenPasses > releasedAfterPasses {
+            releasedAfterPasses = seenPasses
+            host.releaseMemory()
         }
         if state == .syncing, seenPasses > 0, snapshot.pending == 0 {
             state = .watching

@@ -69,6 +69,9 @@ public struct LinuxAgentHost: AgentHost {
     /// The mirror root's identity and file system now, from `stat` and the mount table.
     public func mirrorRoot(_ path: [UInt8]) -> MirrorRoot? { MirrorProbe.currentMirrorRoot(path) }
 
+    /// `malloc_trim`: a big pass's freed memory goes back to the system.
+    public func releaseMemory() { ProcessEnvironment.releaseFreedMemory() }
+
     /// A Dispatch timer.
     public func repeating(every interval: Duration, _ tick: @escaping @Sendable () -> Void) -> any TimerHandle {
         RepeatingTimer(label: "keepsync.watchdog", every: interval, tick)

@@ -41,6 +41,9 @@ enum ProcessEnvironment {
     /// `mallopt(M_ARENA_MAX, count)`.
     static func limitMallocArenas(_ count: Int32) { _ = ks_mallopt_arena_max(count) }
 
+    /// `malloc_trim(0)`: returns freed heap pages to the system.
+    static func releaseFreedMemory() { _ = ks_malloc_trim() }
+
     /// `exit`.
     static func exit(_ code: Int32) -> Never { Glibc.exit(code) }
 
