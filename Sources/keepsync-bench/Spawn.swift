@@ -37,17 +37,12 @@ final class Spawn {
 
     deinit { if status == nil { kill(pid, SIGKILL); _ = wait() } }
 
-    /// Peak resident set of the process, in KiB, once `wait` reaped it (wait4's ru_maxrss).
-    private(set) var peakKiB: Int?
-
     /// Waits for the exit; the status (128 + signal when killed).
     @discardableResult
     func wait() -> Int32 {
         if let status { return status }
         var raw: Int32 = 0
-        var usage = rusage()
-        while wait4(pid, &raw, 0, &usage) < 0 && errno == EINTR {}
-        peakKiB = Int(usage.ru_maxrss)
+        while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
         let s = raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
         status = s
         return s
@@ -89,14 +84,25 @@ final class Spawn {
         return took
     }
 
-    /// `run`, also returning the child's peak resident set in MiB.
+    /// `run`, also returning the child's peak resident set in MiB: its VmHWM, read every
+    /// 2 ms while it runs (wait4's ru_maxrss would count the spawning bench's own memory,
+    /// which the child shared until its exec).
     static func runMeasured(_ argv: [[UInt8]]) throws -> (seconds: Double, peakMiB: Double) {
         let start = Clock.now()
         let child = try Spawn(argv)
-        let status = child.wait()
+        var peak = 0
+        var status: Int32
+        while true {
+            if let kib = Machine.peakRSS(child.pid) { peak = max(peak, kib) }
+            if let s = child.poll() {
+                status = s
+                break
+            }
+            usleep(2_000)
+        }
         let took = Clock.now() - start
         if status != 0 { throw BenchError("\(argv.map(Paths.display).joined(separator: " ")) exited \(status)") }
-        return (took, Double(child.peakKiB ?? 0) / 1024)
+        return (took, Double(peak) / 1024)
     }
 
     /// `argv` from plain strings.
