@@ -36,6 +36,19 @@ final class Bench {
         return true
     }
 
+    /// `record` of a timed run of `argv`, its peak resident set into `rss`.
+    func recordMeasured(_ samples: inout Samples, _ rss: inout Samples, _ what: String, _ argv: [[UInt8]]) {
+        var peak: Double?
+        record(&samples, what) {
+            try timed {
+                let run = try Spawn.runMeasured(argv)
+                peak = run.peakMiB
+                return run.seconds
+            }
+        }
+        if let peak { rss.values.append(peak) }
+    }
+
     func record(_ samples: inout Samples, _ what: String, _ body: () throws -> Double) {
         do { samples.values.append(try body()) } catch {
             let line = "\(what): \(error)"
@@ -57,27 +70,15 @@ final class Bench {
         for rep in 0..<options.repetitions {
             let km = path("copy-keepsync-\(rep)"), ks = path("state-\(rep)")
             let cm = path("copy-cp-\(rep)"), rm = path("copy-rsync-\(rep)")
-            record(&k, "keepsync sync, repetition \(rep + 1)") {
-                try timed {
-                    let run = try Spawn.runMeasured([keepsync, b("sync"), b("--source"), source, b("--mirror"), km, b("--state"), ks,
-                                                     b("--log-level"), b("warning")])
-                    kRSS.values.append(run.peakMiB)
-                    return run.seconds
-                }
-            }
+            recordMeasured(&k, &kRSS, "keepsync sync, repetition \(rep + 1)",
+                           [keepsync, b("sync"), b("--source"), source, b("--mirror"), km, b("--state"), ks, b("--log-level"), b("warning")])
             _ = verify(source, km, "keepsync sync, repetition \(rep + 1)", into: &k)
             if let cp {
                 record(&c, "cp -a, repetition \(rep + 1)") { try timed { try Spawn.run([cp, b("-a"), source + b("/."), cm]) } }
                 _ = verify(source, cm, "cp -a, repetition \(rep + 1)", into: &c)
             }
             if let rsync {
-                record(&r, "rsync -a, repetition \(rep + 1)") {
-                    try timed {
-                        let run = try Spawn.runMeasured([rsync, b("-a"), source + b("/"), rm + b("/")])
-                        rRSS.values.append(run.peakMiB)
-                        return run.seconds
-                    }
-                }
+                recordMeasured(&r, &rRSS, "rsync -a, repetition \(rep + 1)", [rsync, b("-a"), source + b("/"), rm + b("/")])
                 _ = verify(source, rm, "rsync -a, repetition \(rep + 1)", into: &r)
             }
             log("initial copy \(rep + 1)/\(options.repetitions): keepsync \(k.values.last.map { Unit.seconds.format($0) } ?? "-"), cp -a \(c.values.last.map { Unit.seconds.format($0) } ?? "-"), rsync -a \(r.values.last.map { Unit.seconds.format($0) } ?? "-")")
@@ -121,18 +122,10 @@ final class Bench {
         for rep in 0..<options.repetitions {
             let km = path("small-keepsync-\(rep)"), ks = path("small-state-\(rep)"), rm = path("small-rsync-\(rep)")
             let sync = [keepsync, b("sync"), b("--source"), source, b("--mirror"), km, b("--state"), ks, b("--log-level"), b("warning")]
-            record(&k, "keepsync sync of small files, repetition \(rep + 1)") {
-                try timed { let run = try Spawn.runMeasured(sync); kRSS.values.append(run.peakMiB); return run.seconds }
-            }
+            recordMeasured(&k, &kRSS, "keepsync sync of small files, repetition \(rep + 1)", sync)
             _ = verify(source, km, "keepsync sync of small files, repetition \(rep + 1)", into: &k)
             if let rsync {
-                record(&r, "rsync -a of small files, repetition \(rep + 1)") {
-                    try timed {
-                        let run = try Spawn.runMeasured([rsync, b("-a"), source + b("/"), rm + b("/")])
-                        rRSS.values.append(run.peakMiB)
-                        return run.seconds
-                    }
-                }
+                recordMeasured(&r, &rRSS, "rsync -a of small files, repetition \(rep + 1)", [rsync, b("-a"), source + b("/"), rm + b("/")])
                 _ = verify(source, rm, "rsync -a of small files, repetition \(rep + 1)", into: &r)
             }
             record(&nk, "keepsync no-op of small files, repetition \(rep + 1)") { try timed { try Spawn.run(sync) } }
