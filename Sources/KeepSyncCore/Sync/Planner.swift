@@ -1,4 +1,7 @@
-/// What the planner knows about one path: the source, the record and the mirror.
+/// What the planner knows about one path: the source, the record and the mirror. A scan
+/// keeps one per path it plans until the pass is applied, so the record and the mirror's
+/// stat (absent for every file of a first run) take no room inline: 8 bytes each instead
+/// of ~100 (the state went from 321 to 143 bytes).
 public struct PathState: Equatable, Sendable {
     /// The path.
     public var path: RelativePath
@@ -7,9 +10,17 @@ public struct PathState: Equatable, Sendable {
     /// The source's link target, for symlinks.
     public var sourceLink: [UInt8]?
     /// The bookmark record, nil when none.
-    public var record: FileRecord?
+    public var record: FileRecord? {
+        get { records.first }
+        set { records = newValue.map { [$0] } ?? [] }
+    }
     /// The mirror's `lstat`, nil when absent.
-    public var mirror: FileStat?
+    public var mirror: FileStat? {
+        get { mirrors.first }
+        set { mirrors = newValue.map { [$0] } ?? [] }
+    }
+    private var records: [FileRecord] = []
+    private var mirrors: [FileStat] = []
     /// The mirror's link target, for symlinks.
     public var mirrorLink: [UInt8]?
     /// Byte comparison of source and mirror (`--content`); nil when not compared.
@@ -40,8 +51,9 @@ public enum SyncAction: Equatable, Sendable {
     case remove(RelativePath)
     /// Set permission bits and/or modification time.
     case setAttributes(RelativePath, mode: UInt32?, mtime: Timespec?)
-    /// Store this record; the mirror already holds what it says.
-    case updateRecord(FileRecord)
+    /// Store this record; the mirror already holds what it says. (Boxed: an action is
+    /// then 33 bytes, not 97, in the action list of every planned path.)
+    indirect case updateRecord(FileRecord)
     /// Forget the record at the path.
     case dropRecord(RelativePath)
     /// A FIFO, socket or device: not mirrored, warned about.

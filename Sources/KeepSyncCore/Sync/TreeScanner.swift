@@ -1,10 +1,11 @@
 /// What a scan found: the steps in depth-first order and the counts the brake needs.
 public struct SyncScan: Sendable {
     /// One unit of work.
-    public enum Step: Sendable, Equatable {
+    /// (Boxed, every case: a scan holds one per path until it is applied, and the array
+    /// then keeps 8 bytes per step instead of 104.)
+    public indirect enum Step: Sendable, Equatable {
         /// The actions for one path; `removedEntries` counts mirror entries its removal takes.
-        /// (Boxed: the other steps, one per directory, stay small.)
-        indirect case path(PathState, [SyncAction], removedEntries: Int)
+        case path(PathState, [SyncAction], removedEntries: Int)
         /// A directory's entries are done: set its attributes and record.
         case finishDirectory(RelativePath, source: FileStat)
         /// A leftover temp file no record claims.
