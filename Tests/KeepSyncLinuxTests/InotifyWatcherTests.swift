@@ -80,20 +80,27 @@ struct InotifyWatcherTests {
         defer { watcher.stop() }
         for i in 0..<300 { try scratch.write("f\(i)") }
         #expect(await eventually { warned.withLock { $0 } }, "the stream never filled")
-        var iterator = stream.makeAsyncIterator()
-        var before = 0
-        var rescanned = false
-        while let event = await iterator.next() {
-            if case .rescan = event { rescanned = true; break }
-            before += 1
-        }
+        // Only now does the consumer read, on a task of its own (never a wait without a
+        // deadline: a reader starved by a loaded machine fails the test, it cannot hang it).
+        let seen = Mutex<[WatchEvent]>([])
+        let reader = Task { for await event in stream { seen.withLock { $0.append(event) } } }
+        defer { reader.cancel() }
+        let rescanned = await eventually { seen.withLock { $0.contains { if case .rescan = $0 { return true }; return false } } }
+        let before = seen.withLock { events in events.firstIndex { if case .rescan = $0 { return true }; return false } ?? events.count }
         #expect(rescanned && before <= 50, "\(before) events before the rescan")
+        let mark = seen.withLock { $0.count }
         try scratch.write("after")
-        var after = false
-        while let event = await iterator.next() {
-            if event == .closedAfterWrite(RelativePath("after")) { after = true; break }
+        // The write arrives as its event; or, should the stream fill up again meanwhile,
+        // within a rescan that covers it.
+        let arrived = await eventually {
+            seen.withLock { events in
+                events[min(mark, events.count)...].contains {
+                    if case .rescan = $0 { return true }
+                    return $0 == .closedAfterWrite(RelativePath("after"))
+                }
+            }
         }
-        #expect(after)
+        #expect(arrived, "no event for a write after the rescan")
     }
 
     @Test("a file moved out of the tree is reported as removed")
