@@ -48,10 +48,7 @@ public final class FakeAgentHost: AgentHost {
         let root = sourceRootStat(settings.source)
         try SourceSafety.require(settings, root: root, rootIsEmpty: sourceRootIsEmpty(settings.source), records: records,
                                  refused: refused)
-        if let problem = MirrorSafety.problem(settings, records: records, current: mirrorRoot(settings.mirror)) {
-            refused(records, problem)
-            throw KeepSyncError(.unsafe, problem)
-        }
+        try MirrorSafety.require(settings, records: records, current: mirrorRoot(settings.mirror), refused: refused)
         records.mirror = mirrorRoot(settings.mirror)
         state.withLock { $0.locked = true }
         return PreparedRecords(store: store, records: records, root: root!, release: { self.state.withLock { $0.locked = false } })

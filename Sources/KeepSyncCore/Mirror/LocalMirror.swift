@@ -47,8 +47,7 @@ public struct LocalMirror: MirrorProviding {
     public func rename(_ from: RelativePath, to: RelativePath) throws {
         guard limits.foldsCase, from != to, let parent = from.parent, parent == to.parent,
               limits.caseKey(from.name) == limits.caseKey(to.name) else { return try steps.rename(from, to: to) }
-        let hex = String(UInt64.random(in: 0...UInt64.max), radix: 16)
-        let aside = parent.appending(TemporaryName.prefix + Array(String(repeating: "0", count: 16 - hex.count).utf8) + Array(hex.utf8))
+        let aside = parent.appending(TemporaryName.random())
         try steps.rename(from, to: aside)
         do { try steps.rename(aside, to: to) } catch {
             try? steps.rename(aside, to: from)

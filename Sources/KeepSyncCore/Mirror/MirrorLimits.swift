@@ -145,9 +145,7 @@ public struct MirrorLimits: Sendable, Equatable {
         ])
     }
 
-    static func show(_ byte: UInt8) -> String {
-        byte > 0x20 && byte < 0x7F ? String(UnicodeScalar(byte)) : "\\x" + String(byte, radix: 16).leftPadded(to: 2)
-    }
+    static func show(_ byte: UInt8) -> String { ByteEscaping.escape(CollectionOfOne(byte)) }
 
     static func duration(_ ns: Int64) -> String {
         if ns % 1_000_000_000 == 0 { return "\(ns / 1_000_000_000) s" }
@@ -207,9 +205,4 @@ public struct MirrorLimits: Sendable, Equatable {
         mtimeGranularity = Int64(bitPattern: granularity)
         refusedBytes = Array(bytes[12..<(12 + refusedCount)])
     }
-}
-
-extension String {
-    /// The string with zeros in front up to `width` characters.
-    func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }

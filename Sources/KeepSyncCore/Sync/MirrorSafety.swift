@@ -22,6 +22,15 @@ public enum MirrorSafety {
         return nil
     }
 
+    /// `problem` for a command's settings: returns when the mirror may be written, throws an
+    /// `.unsafe` error (after telling `refused`) when not.
+    public static func require(_ settings: Settings, records: RecordSet, current: MirrorRoot?,
+                               refused: (RecordSet, String) -> Void) throws {
+        guard let problem = problem(settings, records: records, current: current) else { return }
+        refused(records, problem)
+        throw KeepSyncError(.unsafe, problem)
+    }
+
     /// `problem` for a command's settings and records; nil when `--accept-new-mirror` was given.
     public static func problem(_ settings: Settings, records: RecordSet, current: MirrorRoot?) -> String? {
         if settings.invocation.acceptNewMirror { return nil }

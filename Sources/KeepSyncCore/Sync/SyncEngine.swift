@@ -11,7 +11,8 @@ public final class SyncEngine {
     /// Options of the passes (`reconfigure` changes them between passes).
     public private(set) var options: SyncOptions
     let logger: Logger
-    var warnedSpecial: Set<RelativePath> = []
+    /// Paths warned about as skipped (special, or unholdable), once per process.
+    var warned: Set<RelativePath> = []
     var deferCopies = false
     /// Where record changes go once their mirror change is made (written durably, in
     /// order, where its scheduler says).
@@ -88,8 +89,8 @@ public final class SyncEngine {
     public func scan(_ scope: RelativePath = .root) throws -> SyncScan {
         let scan = try TreeScanner(source: source, mirror: mirror, records: records, options: options, io: scanIO,
                                    heartbeat: heartbeat).scan(scope)
-        for path in scan.specialFiles where !warnedSpecial.contains(path) {
-            warnedSpecial.insert(path)
+        for path in scan.specialFiles where !warned.contains(path) {
+            warned.insert(path)
             logger.warning("skipping \(path.escaped): not a regular file, directory or symlink")
         }
         noteSkipped(scan)
@@ -304,7 +305,7 @@ public final class SyncEngine {
         skipped = skipped.filter { !$0.key.isWithin(scan.scope) }
         for (path, reason) in scan.unholdable {
             skipped[path] = reason
-            if warnedSpecial.insert(path).inserted { logger.warning("skipping \(path.escaped): \(reason)") }
+            if warned.insert(path).inserted { logger.warning("skipping \(path.escaped): \(reason)") }
         }
     }
 
@@ -315,7 +316,7 @@ public final class SyncEngine {
     /// with the mirror root), so that no pass copies a file that size again.
     public func skipTooLarge(_ path: RelativePath, size: UInt64) {
         skipped[path] = Self.tooLargeReason
-        if warnedSpecial.insert(path).inserted { logger.warning("skipping \(path.escaped): \(Self.tooLargeReason)") }
+        if warned.insert(path).inserted { logger.warning("skipping \(path.escaped): \(Self.tooLargeReason)") }
         if records.records[path] != nil { change(.remove(path)) }
         guard size > 0, var mirror = records.mirror, (mirror.limits.maxFileSize ?? .max) >= size else { return }
         mirror.limits.maxFileSize = size - 1

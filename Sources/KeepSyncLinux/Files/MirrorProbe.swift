@@ -14,7 +14,7 @@ enum MirrorProbe {
 
     /// The mirror root as it is now, without writing: its identity and file system; nil
     /// when it is missing or not a directory.
-    static func currentRoot(_ mirrorPath: [UInt8]) -> (identity: FileIdentity, fileSystem: [UInt8], isFUSE: Bool)? {
+    static func currentRoot(_ mirrorPath: [UInt8]) -> (identity: FileIdentity, fileSystem: [UInt8], type: String, isFUSE: Bool)? {
         guard let fd = try? Sys.openDirectory(mirrorPath) else { return nil }
         defer { fd.close() }
         guard let st = try? fd.stat(), st.kind == .directory else { return nil }
@@ -23,7 +23,7 @@ enum MirrorProbe {
         let mount = MountTable.mount(containing: resolved)
         var fileSystem = mount.map { $0.source + [0x20] + Array($0.type.utf8) } ?? []
         if fileSystem.isEmpty { fileSystem = Array("device \(st.device)".utf8) }
-        return (FileIdentity(device: st.device, inode: st.inode), fileSystem, isFUSE)
+        return (FileIdentity(device: st.device, inode: st.inode), fileSystem, mount?.type ?? "", isFUSE)
     }
 
     /// `currentRoot` as a `MirrorRoot` (inode 0 where it does not survive a remount; no
@@ -47,8 +47,7 @@ enum MirrorProbe {
         defer { root.close() }
         let rootStat: FileStat
         do throws(Errno) { rootStat = try root.stat() } catch { throw error.error("stat", path: .root) }
-        let resolved = (try? Sys.realPath(mirrorPath)) ?? mirrorPath
-        var limits = MirrorLimits(fileSystem: MountTable.mount(containing: resolved)?.type ?? "")
+        var limits = MirrorLimits(fileSystem: current.type)
         limits.syncfsReaches = !current.isFUSE
         limits.stableInodes = !current.isFUSE
 

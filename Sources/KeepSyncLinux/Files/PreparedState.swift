@@ -31,10 +31,8 @@ struct PreparedState {
                 ? ((try? PosixFileSystem(rootPath: settings.source).list(.root).isEmpty) ?? false) : false
             try SourceSafety.require(settings, root: rootStat, rootIsEmpty: rootIsEmpty, records: records, refused: refused)
             root = rootStat!
-            if let problem = MirrorSafety.problem(settings, records: records, current: MirrorProbe.currentMirrorRoot(settings.mirror)) {
-                refused(records, problem)
-                throw KeepSyncError(.unsafe, problem)
-            }
+            try MirrorSafety.require(settings, records: records, current: MirrorProbe.currentMirrorRoot(settings.mirror),
+                                     refused: refused)
             try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
             var probed: MirrorRoot
             do { probed = try MirrorProbe.probe(settings.mirror) } catch {
