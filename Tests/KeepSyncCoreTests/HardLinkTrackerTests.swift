@@ -5,12 +5,11 @@ import Testing
 /// The hard-link bookkeeping alone: the last name per file, the wait's start, taking out.
 @Suite("HardLinkTracker")
 struct HardLinkTrackerTests {
-    typealias Instant = ManualClock.Instant
-    static func at(_ ms: Int) -> Instant { Instant(offset: .milliseconds(ms)) }
+    static func at(_ ms: Int) -> Duration { .milliseconds(ms) }
 
     @Test("keeps the name changed last per file, and since when the first one waits")
     func lastNameAndSince() {
-        var t = HardLinkTracker<Instant>()
+        var t = HardLinkTracker()
         let one = FileIdentity(device: 1, inode: 10), two = FileIdentity(device: 1, inode: 20)
         t.noteChange(one, at: RelativePath("a"), now: Self.at(5))
         t.noteChange(one, at: RelativePath("b"), now: Self.at(7))

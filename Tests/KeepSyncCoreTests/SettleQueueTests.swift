@@ -5,10 +5,9 @@ import Testing
 /// The settle queue alone: deadlines, coalescing, the max delay, renames, what is due.
 @Suite("SettleQueue")
 struct SettleQueueTests {
-    typealias Instant = ManualClock.Instant
-    static func at(_ ms: Int) -> Instant { Instant(offset: .milliseconds(ms)) }
+    static func at(_ ms: Int) -> Duration { .milliseconds(ms) }
     static func p(_ s: String) -> RelativePath { RelativePath(s) }
-    static func queue() -> SettleQueue<Instant> { SettleQueue(settle: .milliseconds(20), maxDelay: .milliseconds(100)) }
+    static func queue() -> SettleQueue { SettleQueue(settle: .milliseconds(20), maxDelay: .milliseconds(100)) }
 
     @Test("a path is due a settle time after its event, not before")
     func settles() {

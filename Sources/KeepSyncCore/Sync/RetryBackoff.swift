@@ -1,7 +1,8 @@
 /// When failed paths are tried again on their own: 1 s after the first failure, doubling
 /// up to 60 s. A path keeps its count until it syncs or vanishes (`clear`).
-struct RetryBackoff<Instant: InstantProtocol> where Instant.Duration == Duration {
-    private var retryAt: [RelativePath: Instant] = [:]
+struct RetryBackoff {
+
+    private var retryAt: [RelativePath: Duration] = [:]
     private var attempts: [RelativePath: Int] = [:]
 
     /// No failures.
@@ -14,10 +15,10 @@ struct RetryBackoff<Instant: InstantProtocol> where Instant.Duration == Duration
     func attempts(_ path: RelativePath) -> Int { attempts[path] ?? 0 }
 
     /// Counts a failure of `path` and schedules its next attempt.
-    mutating func schedule(_ path: RelativePath, now: Instant) {
+    mutating func schedule(_ path: RelativePath, now: Duration) {
         let n = (attempts[path] ?? 0) + 1
         attempts[path] = n
-        retryAt[path] = now.advanced(by: .seconds(min(60, 1 << min(6, n - 1))))
+        retryAt[path] = now + .seconds(min(60, 1 << min(6, n - 1)))
     }
 
     /// Forgets the failures of `scope` and below (they synced or vanished); paths in
@@ -29,10 +30,10 @@ struct RetryBackoff<Instant: InstantProtocol> where Instant.Duration == Duration
     }
 
     /// The earliest retry, nil when none waits.
-    var nextDeadline: Instant? { retryAt.values.min() }
+    var nextDeadline: Duration? { retryAt.values.min() }
 
     /// Takes the retries due at `now` out, sorted.
-    mutating func takeDue(now: Instant) -> [RelativePath] {
+    mutating func takeDue(now: Duration) -> [RelativePath] {
         let due = retryAt.filter { $0.value <= now }.keys.sorted()
         for path in due { retryAt[path] = nil }
         return due

@@ -1,12 +1,12 @@
 /// Paths waiting for their events to settle: each is due a settle time after its last
 /// event, and at most a max delay after its first; events on a queued path coalesce.
-struct SettleQueue<Instant: InstantProtocol> where Instant.Duration == Duration {
+struct SettleQueue {
     /// One queued path.
     struct Entry {
         /// The first event's time (the max delay counts from here).
-        var first: Instant
+        var first: Duration
         /// When the path is due.
-        var deadline: Instant
+        var deadline: Duration
         /// Something at or below the path was removed live (not braked).
         var removal = false
     }
@@ -34,25 +34,25 @@ struct SettleQueue<Instant: InstantProtocol> where Instant.Duration == Duration 
 
     /// Queues an event on `path`: due after the settle time (now, when `immediately`),
     /// never later than the max delay after its first event.
-    mutating func add(_ path: RelativePath, now: Instant, immediately: Bool, removal: Bool = false) {
-        let settleAt = immediately ? now : now.advanced(by: settle)
+    mutating func add(_ path: RelativePath, now: Duration, immediately: Bool, removal: Bool = false) {
+        let settleAt = immediately ? now : now + settle
         if var p = entries[path] {
-            p.deadline = min(settleAt, p.first.advanced(by: maxDelay))
+            p.deadline = min(settleAt, p.first + maxDelay)
             p.removal = p.removal || removal
             entries[path] = p
         } else {
-            entries[path] = Entry(first: now, deadline: immediately ? now : min(settleAt, now.advanced(by: maxDelay)),
+            entries[path] = Entry(first: now, deadline: immediately ? now : min(settleAt, now + maxDelay),
                                   removal: removal)
         }
     }
 
     /// Queues `path` as due at `at` unless it waits already (a retry).
-    mutating func addIfAbsent(_ path: RelativePath, at: Instant) {
+    mutating func addIfAbsent(_ path: RelativePath, at: Duration) {
         if entries[path] == nil { entries[path] = Entry(first: at, deadline: at) }
     }
 
     /// Queues `path` afresh, due at `at` (a path put back for later).
-    mutating func replace(_ path: RelativePath, at: Instant) {
+    mutating func replace(_ path: RelativePath, at: Duration) {
         entries[path] = Entry(first: at, deadline: at)
     }
 
@@ -69,12 +69,21 @@ struct SettleQueue<Instant: InstantProtocol> where Instant.Duration == Duration 
     }
 
     /// The earliest deadline, nil when nothing waits.
-    var nextDeadline: Instant? { entries.values.map(\.deadline).min() }
+    var nextDeadline: Duration? {
+        // Loops, not key paths: a key path in generic code is built at run time, per call.
+        var next: Duration?
+        for entry in entries.values where next.map({ entry.deadline < $0 }) ?? true { next = entry.deadline }
+        return next
+    }
 
     /// Takes the paths due at `now` out, sorted, with those that carry a live removal.
-    mutating func takeDue(now: Instant) -> (paths: [RelativePath], removals: [RelativePath]) {
-        let due = entries.filter { $0.value.deadline <= now }
-        for path in due.keys { entries[path] = nil }
-        return (due.keys.sorted(), due.filter(\.value.removal).map(\.key))
+    mutating func takeDue(now: Duration) -> (paths: [RelativePath], removals: [RelativePath]) {
+        var paths: [RelativePath] = [], removals: [RelativePath] = []
+        for (path, entry) in entries where entry.deadline <= now {
+            paths.append(path)
+            if entry.removal { removals.append(path) }
+        }
+        for path in paths { entries[path] = nil }
+        return (paths.sorted(), removals)
     }
 }

@@ -65,12 +65,17 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     let source: any FileSystemProviding
     let mirror: any MirrorProviding
     let clock: C
+    /// When the manager was made: its own times (deadlines, the queues') count from here,
+    /// as plain durations, so that handling an event builds no generic type at run time.
+    let origin: C.Instant
+    /// The manager's time: since `origin`.
+    var now: Duration { origin.duration(to: clock.now) }
     /// Current timing.
     public private(set) var timing: Timing
     let executor: CopyExecutor
     let logger: Logger
     /// Paths that happen in the same millisecond are processed together.
-    var pending: SettleQueue<C.Instant>
+    var pending: SettleQueue
     var fullResyncRequested = false
     var copyQueue: [RelativePath] = []
     var queued: Set<RelativePath> = []
@@ -79,7 +84,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Record writes (syncfs, then append), in order, off the actor; a failed one is
     /// retried with the next, or after `recordRetryDelay` when nothing else comes.
     var records: RecordWriter { engine.recordWriter }
-    var lastAppendAt: C.Instant?
+    var lastAppendAt: Duration?
     /// The writer's outcome count the status last reflected.
     var seenRecordOutcomes = 0
     /// Copy work items running, and how many of them are groups.
@@ -95,26 +100,26 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var rootError: RootError?
     /// Failed paths, tried again on their own after a backoff (1 s doubling to 60 s);
     /// not counted as pending. A full or read-only mirror is not retried per path.
-    var retries = RetryBackoff<C.Instant>()
+    var retries = RetryBackoff()
     /// While the mirror is full or read-only: when to probe it next. A probe that writes
     /// starts a full resync, which redoes what failed.
-    var mirrorProbeAt: C.Instant?
+    var mirrorProbeAt: Duration?
     /// Blocked episodes and failed probes, counted until a minute passes without one:
     /// the probe's backoff (0.25 s doubling to 5 s).
     var mirrorFailures = 0
-    var lastBlockedAt: C.Instant?
+    var lastBlockedAt: Duration?
     var directoriesToFix: Set<RelativePath> = []
     /// Hard-linked files changed whose other names are to be looked at.
-    var hardLinks = HardLinkTracker<C.Instant>()
+    var hardLinks = HardLinkTracker()
     var heldDeletes = 0
     var fullPasses = 0
     var resyncing = false
     /// When the last full pass ended: the periodic verify counts from there.
-    var lastFullPassAt: C.Instant?
+    var lastFullPassAt: Duration?
     /// When the periodic verify is due.
-    var verifyAt: C.Instant? {
+    var verifyAt: Duration? {
         guard let interval = timing.verifyInterval, let last = lastFullPassAt else { return nil }
-        return last.advanced(by: interval)
+        return last + interval
     }
     var copiedFiles = 0
     var copiedBytes: UInt64 = 0
@@ -149,6 +154,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         self.source = source
         self.mirror = mirror
         self.clock = clock
+        origin = clock.now
         self.timing = timing
         pending = SettleQueue(settle: timing.settle, maxDelay: timing.maxDelay)
         self.executor = executor
@@ -175,7 +181,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// Takes one watcher event.
     public func receive(_ event: WatchEvent) {
-        let now = clock.now
+        let now = self.now
         switch event {
         case .changed(let path):
             enqueue(path, now: now, immediately: false)
@@ -198,7 +204,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         signal()
     }
 
-    func enqueue(_ path: RelativePath, now: C.Instant, immediately: Bool, removal: Bool = false) {
+    func enqueue(_ path: RelativePath, now: Duration, immediately: Bool, removal: Bool = false) {
         if engine.options.excludes.excludes(path, isDirectory: false) && engine.options.excludes.excludes(path, isDirectory: true) {
             // Not mirrored, but its creation or removal changed its directory's mtime.
             if let parent = path.parent, !engine.options.excludes.excludes(parent, isDirectory: true) {
@@ -213,7 +219,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         pending.add(path, now: now, immediately: immediately, removal: removal)
     }
 
-    func move(from: RelativePath, to: RelativePath, now: C.Instant) {
+    func move(from: RelativePath, to: RelativePath, now: Duration) {
         let excludes = engine.options.excludes
         let fromExcluded = excludes.excludes(from, isDirectory: false) && excludes.excludes(from, isDirectory: true)
         let toExcluded = excludes.excludes(to, isDirectory: false) && excludes.excludes(to, isDirectory: true)
@@ -274,7 +280,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             // Let copy completions and events waiting for the actor in first, even when
             // something is already due again (a slow pass must not starve them).
             await Task.yield()
-            await sleep(until: nextDeadline())
+            await sleep(until: nextDue())
         }
         while !inFlight.isEmpty { await waitForSignal() }
         finishRound()
@@ -318,14 +324,14 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         woken = false
     }
 
-    func sleep(until deadline: C.Instant?) async {
-        guard let deadline else { return await waitForSignal() }
-        if deadline <= clock.now { return }
+    func sleep(until due: Duration?) async {
+        guard let due else { return await waitForSignal() }
+        if due <= now { return }
         if woken {
             woken = false
             return
         }
-        let clock = self.clock
+        let clock = self.clock, deadline = origin.advanced(by: due)
         let timer = Task {
             try? await clock.sleep(until: deadline, tolerance: nil)
             if !Task.isCancelled { self.signal() }

@@ -73,7 +73,7 @@ extension SyncManager {
                 if copied.source.links > 1 {
                     let key = FileIdentity(device: copied.source.device, inode: copied.source.inode)
                     hardLinks.known.insert(key)
-                    hardLinks.noteChange(key, at: copied.path, now: clock.now)
+                    hardLinks.noteChange(key, at: copied.path, now: now)
                 }
                 engine.recordCopy(copied)
                 copiedFiles += 1
@@ -83,16 +83,16 @@ extension SyncManager {
                 unflushed += 1
             }
         case .failure(let error):
-            let now = (try? source.stat(path)) ?? nil
+            let current = (try? source.stat(path)) ?? nil
             if stopping {
                 logger.debug("\(path.escaped): copy abandoned on stop")
             } else if let e = error as? KeepSyncError, e.code == .tooLarge {
                 errors[path] = nil
-                engine.skipTooLarge(path, size: now?.size ?? 0)
-            } else if now == nil || now?.kind != .regular {
+                engine.skipTooLarge(path, size: current?.size ?? 0)
+            } else if current == nil || current?.kind != .regular {
                 // Vanished or replaced by another kind while copied: its events follow.
                 errors[path] = nil
-                enqueue(path, now: clock.now, immediately: false)
+                enqueue(path, now: now, immediately: false)
             } else {
                 errors[path] = (error as? KeepSyncError)?.message ?? "\(error)"
                 logger.error("\(path.escaped): \((error as? KeepSyncError)?.message ?? "\(error)")")
@@ -100,7 +100,7 @@ extension SyncManager {
             }
         }
         if let parent = path.parent { directoriesToFix.insert(parent) }
-        if changedAgain { enqueue(path, now: clock.now, immediately: false) }
+        if changedAgain { enqueue(path, now: now, immediately: false) }
         if unflushed >= 256 { flushRecords() }
     }
 
@@ -111,7 +111,7 @@ extension SyncManager {
         for step in scan.steps {
             guard case .path(let state, let actions, _) = step, let s = state.source, s.kind == .regular, s.links > 1,
                   actions.contains(where: { if case .setAttributes = $0 { return true }; return false }) else { continue }
-            hardLinks.noteChange(FileIdentity(device: s.device, inode: s.inode), at: state.path, now: clock.now)
+            hardLinks.noteChange(FileIdentity(device: s.device, inode: s.inode), at: state.path, now: now)
         }
     }
 
@@ -128,7 +128,7 @@ extension SyncManager {
                 guard let (path, record) = table.entry(atSlot: slot), record.kind == .regular else { continue }
                 let key = FileIdentity(device: record.device, inode: record.inode)
                 guard hardLinks.known.contains(key) else { continue }
-                hardLinks.noteChange(key, at: path, now: clock.now)
+                hardLinks.noteChange(key, at: path, now: now)
             }
         }
     }
@@ -143,7 +143,7 @@ extension SyncManager {
         let copied = hardLinks.takeChanged()
         for (path, r) in engine.records.records {
             if let last = copied[FileIdentity(device: r.device, inode: r.inode)], last != path {
-                enqueue(path, now: clock.now, immediately: false)
+                enqueue(path, now: now, immediately: false)
             }
         }
     }

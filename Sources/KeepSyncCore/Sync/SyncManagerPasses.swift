@@ -3,14 +3,17 @@ extension SyncManager {
     // MARK: Processing
 
     /// The earliest moment something is due, nil when nothing waits.
-    public func nextDeadline() -> C.Instant? {
-        if fullResyncRequested { return clock.now }
-        if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return clock.now }
+    public func nextDeadline() -> C.Instant? { nextDue().map { origin.advanced(by: $0) } }
+
+    /// `nextDeadline` in the manager's time.
+    func nextDue() -> Duration? {
+        if fullResyncRequested { return now }
+        if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return now }
         var next = pending.nextDeadline
-        let linked = hardLinks.since?.advanced(by: timing.maxDelay)
+        let linked = hardLinks.since.map { $0 + timing.maxDelay }
         for at in [retries.nextDeadline, mirrorProbeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
         if records.hasBacklog, let at = lastAppendAt {
-            let retry = at.advanced(by: recordRetryDelay)
+            let retry = at + recordRetryDelay
             next = min(next ?? retry, retry)
         }
         return next
@@ -24,16 +27,15 @@ extension SyncManager {
 
     /// Processes a requested full resync and every path whose deadline has passed.
     public func processDue() {
-        let start = clock.now
+        let start = now
         if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
-        if let since = hardLinks.since, since.advanced(by: timing.maxDelay) <= start { queueOtherLinks() }
+        if let since = hardLinks.since, since + timing.maxDelay <= start { queueOtherLinks() }
         for path in retries.takeDue(now: start) { pending.addIfAbsent(path, at: start) }
         let verify = !fullResyncRequested && verifyAt.map { $0 <= start } == true
         if fullResyncRequested || verify {
             fullResyncRequested = false
             fullResync(label: verify ? "verify" : "full pass")
         }
-        let now = clock.now
         let (due, liveRemovals) = pending.takeDue(now: now)
         guard !due.isEmpty else { return finishRound() }
         var last: RelativePath?
@@ -47,7 +49,7 @@ extension SyncManager {
             if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }
             // Copies still running below it would race a removal: wait for them.
             if inFlight.keys.contains(where: { $0 != path && $0.isWithin(path) }) {
-                let later = clock.now.advanced(by: timing.settle)
+                let later = now + timing.settle
                 pending.replace(path, at: later)
                 continue
             }
@@ -60,8 +62,8 @@ extension SyncManager {
     /// A full pass: scan everything, brake on, apply, copy. Logs what it changes in the
     /// mirror under `label` (at debug level when nothing).
     public func fullResync(exempt: Set<RelativePath> = [], label: String = "full pass") {
-        let start = clock.now
-        defer { lastFullPassAt = clock.now }
+        let start = now
+        defer { lastFullPassAt = now }
         if let problem = rootCheck?(engine.records.records.count - (engine.records.records[.root] == nil ? 0 : 1)) {
             rootLost = problem
             rootError = .rootLost(problem)
@@ -94,7 +96,7 @@ extension SyncManager {
             for path in summary.deferredCopies { queueCopy(path) }
             retryCompaction(now: true)
             fullPasses += 1
-            let took = Self.seconds(start.duration(to: clock.now))
+            let took = Self.seconds(now - start)
             if summary.mirrorChanges == 0 {
                 logger.debug("\(label): nothing to repair (\(scan.mirrorEntries) mirror entries checked in \(took))")
             } else {
@@ -123,7 +125,7 @@ extension SyncManager {
     /// read-only, else the path alone after its backoff.
     func scheduleRetry(_ path: RelativePath, _ error: any Error) {
         if let e = error as? KeepSyncError, Self.blocksMirror(e.code) { return blockMirror(e) }
-        retries.schedule(path, now: clock.now)
+        retries.schedule(path, now: now)
     }
 
     /// Forgets the failures of `scope` and below (they synced or vanished); paths whose
@@ -136,20 +138,20 @@ extension SyncManager {
         guard mirrorProbeAt == nil else { return }
         // A mirror that fills up again soon (a file that does not fit while smaller ones
         // do) keeps its long backoff: at most one probe and full pass per 5 s.
-        if let last = lastBlockedAt, last.duration(to: clock.now) > .seconds(60) { mirrorFailures = 0 }
-        lastBlockedAt = clock.now
+        if let last = lastBlockedAt, now - last > .seconds(60) { mirrorFailures = 0 }
+        lastBlockedAt = now
         let what = error.code == .noSpace ? "full" : "read-only"
         logger.warning("the mirror is \(what) (\(error.message)); waiting until it takes writes again")
-        mirrorProbeAt = clock.now.advanced(by: probeBackoff)
+        mirrorProbeAt = now + probeBackoff
         mirrorFailures += 1
         rootError = .mirrorBlocked("the mirror is \(what): \(error.message)")
     }
 
     var probeBackoff: Duration { .milliseconds(min(5000, 250 << min(5, mirrorFailures))) }
 
-    func probeMirror(now: C.Instant) {
+    func probeMirror(now: Duration) {
         do { try mirror.probe() } catch {
-            mirrorProbeAt = now.advanced(by: probeBackoff)
+            mirrorProbeAt = now + probeBackoff
             mirrorFailures += 1
             logger.debug("the mirror still takes no writes: \(error)")
             return
@@ -190,7 +192,7 @@ extension SyncManager {
             if (try? source.stat(scope)) ?? nil == nil || (error as? KeepSyncError)?.code == .notFound {
                 // Changing under our feet: try again once it settles.
                 logger.debug("\(scope.escaped): \(error); retrying")
-                enqueue(scope, now: clock.now, immediately: false)
+                enqueue(scope, now: now, immediately: false)
             } else {
                 errors[scope] = "\(error)"
                 logger.error("\(scope.escaped): \(error)")

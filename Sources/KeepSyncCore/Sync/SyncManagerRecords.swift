@@ -10,7 +10,7 @@ extension SyncManager {
         showRecordsFailure()
         retryCompaction(now: false)
         guard records.flush(retryingBacklog: true) else { return }
-        lastAppendAt = clock.now
+        lastAppendAt = now
         // A write that ran at once (an immediate scheduler) shows its outcome now.
         showRecordsFailure()
     }
@@ -62,16 +62,16 @@ extension SyncManager {
     public func compactRecordsInBackground() {
         flushRecords()
         records.compact(engine.records)
-        lastAppendAt = clock.now
+        lastAppendAt = now
     }
 
     /// A compaction that failed (and nothing written since) is asked again, of the records
     /// as they are now: at once (`now`, a full pass), else once its retry delay passed.
     func retryCompaction(now: Bool) {
         guard records.owesCompaction else { return }
-        if !now, let at = lastAppendAt, clock.now < at.advanced(by: recordRetryDelay) { return }
+        if !now, let at = lastAppendAt, self.now < at + recordRetryDelay { return }
         records.compact(engine.records)
-        lastAppendAt = clock.now
+        lastAppendAt = self.now
         showRecordsFailure()
     }
 }
