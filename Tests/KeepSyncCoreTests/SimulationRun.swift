@@ -131,9 +131,9 @@ final class SimulationRun {
     var faultsFired = 0
     let verbose: Bool
     /// Where the manager's own tasks run (nil: the global pool).
-    let thread: SimulationThread?
+    let thread: ManagerThread?
 
-    init(seed: UInt64, steps: Int? = nil, verbose: Bool = false, thread: SimulationThread? = nil) {
+    init(seed: UInt64, steps: Int? = nil, verbose: Bool = false, thread: ManagerThread? = nil) {
         self.seed = seed
         self.verbose = verbose
         self.thread = thread
@@ -433,7 +433,7 @@ final class SimulationRun {
         let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: records, options: options, logger: logger)
         let executor = settings.heldCopies.map { copies.executor(limit: $0) } ?? .inline
         let manager = SyncManager(engine: engine, source: source, mirror: LocalMirror(mirror), clock: clock, timing: Self.timing,
-                                  executor: executor, logger: logger, taskExecutor: thread)
+                                  executor: executor, logger: logger, thread: thread)
         self.manager = manager
         down = 0
         note("start with \(records.records.count) records")

@@ -48,7 +48,7 @@ struct SimulationTests {
     /// running beside them in this process); returns the outcomes in seed order.
     static func runSeeds(_ seeds: [UInt64], steps: Int?, verbose: Bool = false) async -> [SimulationRun.Outcome] {
         let width = max(1, min(ProcessInfo.processInfo.activeProcessorCount - 1, 8, seeds.count))
-        let threads = (0..<width).map { _ in SimulationThread() }
+        let threads = (0..<width).map { _ in ManagerThread() }
         defer { for t in threads { t.stop() } }
         var outcomes: [SimulationRun.Outcome] = []
         outcomes.reserveCapacity(seeds.count)

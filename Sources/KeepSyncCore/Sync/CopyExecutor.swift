@@ -25,6 +25,6 @@ public struct CopyExecutor: Sendable {
 
     /// Runs each copy on the caller (the manager), one at a time, and record writes too:
     /// deterministic for tests. Completions still reach the manager as the agent's do,
-    /// on a task of their own (`waitForCopies` waits for them).
+    /// through its inbox (`waitForCopies` waits for them).
     public static let inline = CopyExecutor(limit: 1, records: .immediate) { work in work() }
 }

@@ -130,6 +130,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Waiting for every queued and running copy to end (`waitForCopies`).
     var copyWaiters: [CheckedContinuation<Void, Never>] = []
     var wakeContinuation: CheckedContinuation<Void, Never>?
+    /// The armed alarm of `sleep(until:)`: when it rings, and its task.
+    var alarm: (at: Duration, task: Task<Void, Never>)?
     var woken = false
     var stopping = false
     /// Called (on the actor) whenever something status-relevant changed.
@@ -139,16 +141,26 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     let rootCheck: (@Sendable (Int) -> String?)?
     /// Set when a full pass found the source root vanished or replaced; `run` then returns.
     public internal(set) var rootLost: String?
-    /// Where the manager's own tasks (copy completions, record reports) prefer to run;
-    /// nil: the global pool. A simulation keeps them on its own thread.
-    let taskExecutor: (any TaskExecutor)?
-    /// A manager over the given engine's seams.
+    /// Where the actor and its own tasks (the loop, copy results, alarms) run: a thread of
+    /// its own, so that its blocking scans and listings never hold the cooperative pool, and
+    /// a task waiting there resumes there (no hop through the pool per event).
+    nonisolated let thread: ManagerThread
+    /// True when the manager made its thread, and closes it when it goes.
+    let ownsThread: Bool
+    /// Copy results waiting for the actor, taken a batch per hop.
+    let inbox = ManagerInbox()
+
+    /// The actor's executor: its thread.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
+
+    /// A manager over the given engine's seams, on `thread` (nil: a thread of its own).
     public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any MirrorProviding,
                 clock: C, timing: Timing = Timing(), executor: CopyExecutor, logger: Logger = .silent,
                 io: ParallelIO = .serial, rootCheck: (@Sendable (Int) -> String?)? = nil,
-                taskExecutor: (any TaskExecutor)? = nil) {
+                thread: ManagerThread? = nil) {
+        self.thread = thread ?? ManagerThread()
+        ownsThread = thread == nil
         self.rootCheck = rootCheck
-        self.taskExecutor = taskExecutor
         self.io = io
         self.engine = engine
         self.source = source
@@ -161,6 +173,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         self.logger = logger
         // Record writes leave the actor (the engine's, a full pass's batches, too).
         engine.writeRecords(on: executor.records ?? .serialQueue())
+    }
+
+    deinit {
+        if ownsThread { thread.close() }
     }
 
     /// Sets a callback run after status-relevant changes.
@@ -245,6 +261,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// True when nothing is pending, queued or copying.
     public var isIdle: Bool {
         pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !fullResyncRequested && directoriesToFix.isEmpty
+            && inbox.isEmpty
     }
 
     /// Returns once the manager is idle.
@@ -273,15 +290,24 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// Processes what is due, as events arrive through `receive`, until `stop`;
     /// returns after the copies in flight ended and the records are appended.
-    public func run() async {
+    public nonisolated func run() async {
+        // Preferring the actor's executor, the loop resumes from its waits right there,
+        // not first on the global pool (a continuation's resume goes to the task's executor).
+        await withTaskExecutorPreference(thread) { await self.loop() }
+    }
+
+    func loop() async {
         while !stopping {
             processDue()
             if stopping { break }
-            // Let copy completions and events waiting for the actor in first, even when
-            // something is already due again (a slow pass must not starve them).
-            await Task.yield()
-            await sleep(until: nextDue())
+            // Something due again at once: let copy completions and events waiting for the
+            // actor in first (a slow pass must not starve them). Else the wait lets them in.
+            let due = nextDue()
+            if let due, due <= now { await Task.yield() }
+            await sleep(until: due)
         }
+        alarm?.task.cancel()
+        alarm = nil
         while !inFlight.isEmpty { await waitForSignal() }
         finishRound()
         await drainRecords()
@@ -292,9 +318,25 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         }
     }
 
-    /// Feeds a watcher's events to `receive` until the stream ends.
+    /// Feeds a watcher's events to `receive` until the stream ends. The watcher's thread
+    /// wakes the manager's directly; events that came meanwhile are taken without a wait.
     public nonisolated func consume(_ events: AsyncStream<WatchEvent>) async {
-        for await event in events { await receive(event) }
+        await withTaskExecutorPreference(thread) { await self.take(events) }
+    }
+
+    func take(_ events: AsyncStream<WatchEvent>) async {
+        for await event in events { receive(event) }
+    }
+
+    /// Hands a copy work item's results to the actor; the first of a batch schedules the hop.
+    nonisolated func hand(_ results: sending ManagerInbox.Results) {
+        guard inbox.post(results) else { return }
+        Task(executorPreference: thread) { await self.takeInbox() }
+    }
+
+    /// Takes the finished copies the inbox holds, in the order they came.
+    func takeInbox() {
+        for results in inbox.take() { copiesFinished(results) }
     }
 
     /// True once `stop` was called or a full pass found the root lost (`run` returns).
@@ -324,6 +366,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         woken = false
     }
 
+    /// Waits for a signal or `due`. One alarm stays armed across waits: it is replaced
+    /// only by an earlier deadline (a later one finds the loop awake early, which looks
+    /// again), so an event does not cost a timer task each.
     func sleep(until due: Duration?) async {
         guard let due else { return await waitForSignal() }
         if due <= now { return }
@@ -331,12 +376,25 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             woken = false
             return
         }
-        let clock = self.clock, deadline = origin.advanced(by: due)
-        let timer = Task {
-            try? await clock.sleep(until: deadline, tolerance: nil)
-            if !Task.isCancelled { self.signal() }
+        if alarm == nil || alarm!.at > due {
+            alarm?.task.cancel()
+            alarm = (due, Self.startAlarm(self, clock: clock, at: origin.advanced(by: due), due: due, on: thread))
         }
         await waitForSignal()
-        timer.cancel()
+    }
+
+    /// A task that signals `manager` at `deadline`, on `executor` (where the manager runs),
+    /// not isolated to it: its sleep and a cancellation never hop onto the actor.
+    nonisolated static func startAlarm(_ manager: SyncManager, clock: C, at deadline: C.Instant, due: Duration,
+                                       on executor: (any TaskExecutor)?) -> Task<Void, Never> {
+        Task(executorPreference: executor) {
+            try? await clock.sleep(until: deadline, tolerance: nil)
+            if !Task.isCancelled { await manager.alarmRang(due) }
+        }
+    }
+
+    func alarmRang(_ due: Duration) {
+        if alarm?.at == due { alarm = nil }
+        signal()
     }
 }

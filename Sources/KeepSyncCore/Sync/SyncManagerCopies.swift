@@ -33,10 +33,9 @@ extension SyncManager {
             }
             workers += 1
             if size > 1 { groupsRunning += 1 }
-            let source = self.source, mirror = self.mirror, logger = self.logger, io = self.io, preferred = taskExecutor
+            let source = self.source, mirror = self.mirror, logger = self.logger, io = self.io
             executor.run {
-                let results = mirror.install(group, from: source, io: io, logger: logger)
-                Task(executorPreference: preferred) { await self.copiesFinished(results) }
+                self.hand(mirror.install(group, from: source, io: io, logger: logger))
             }
         }
     }
