@@ -184,6 +184,13 @@ public final class SyncEngine {
             steps = steps.filter { !isDeletion($0) } + steps.filter(isDeletion)
         }
 
+        // Room for the records the pass adds, made at once: a table grown by doubling as
+        // copies land held up to three times its size while it moved.
+        var adding = records.records[scan.scope] == nil ? 1 : 0
+        for step in steps {
+            if case .path(let state, _, _) = step, state.record == nil, state.source != nil { adding += 1 }
+        }
+        records.records.reserveCapacity(records.records.count + adding)
         for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &summary) }
         for step in steps {
             heartbeat?.beat()

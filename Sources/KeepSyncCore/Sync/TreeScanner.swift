@@ -304,28 +304,25 @@ public struct TreeScanner {
     /// Turns (vanished path, new path) pairs whose identity is certain into renames:
     /// the new path's copy becomes `.renameFrom`, the vanished path's removal goes.
     func pairRenames(_ scan: inout SyncScan) {
+        // The vanished files first: without any (a first run), the new ones are not
+        // collected at all (their list once held a third of a first run's peak memory).
         var vanished: [UInt64: [(index: Int, record: FileRecord)]] = [:]
-        var fresh: [(index: Int, stat: FileStat, path: RelativePath)] = []
         for (i, step) in scan.steps.enumerated() {
-            guard case .path(let state, let actions, _) = step else { continue }
-            if state.source == nil, let r = state.record, r.kind == .regular, r.birthTime != nil,
-               let m = state.mirror, m.kind == .regular, limits.recordedInode(m.inode) == r.mirrorInode,
-               actions.contains(.remove(state.path)) {
-                vanished[r.inode, default: []].append((i, r))
-            } else if let s = state.source, s.kind == .regular, s.identityStamp != nil, state.record == nil, state.mirror == nil,
-                      actions == [.copyFile(state.path)] {
-                fresh.append((i, s, state.path))
-            }
+            guard case .path(let state, let actions, _) = step, state.source == nil, let r = state.record,
+                  r.kind == .regular, r.birthTime != nil, let m = state.mirror, m.kind == .regular,
+                  limits.recordedInode(m.inode) == r.mirrorInode, actions.contains(.remove(state.path)) else { continue }
+            vanished[r.inode, default: []].append((i, r))
         }
-        guard !vanished.isEmpty, !fresh.isEmpty else { return }
-        for candidate in fresh {
-            guard var list = vanished[candidate.stat.inode],
-                  let k = list.firstIndex(where: { $0.record.isCertainlySameObject(as: candidate.stat) }) else { continue }
+        guard !vanished.isEmpty else { return }
+        for i in scan.steps.indices {
+            guard case .path(let state, let actions, _) = scan.steps[i], let s = state.source, s.kind == .regular,
+                  s.identityStamp != nil, state.record == nil, state.mirror == nil, actions == [.copyFile(state.path)],
+                  var list = vanished[s.inode],
+                  let k = list.firstIndex(where: { $0.record.isCertainlySameObject(as: s) }) else { continue }
             let old = list.remove(at: k)
-            vanished[candidate.stat.inode] = list
-            guard case .path(let newState, _, _) = scan.steps[candidate.index],
-                  case .path(let oldState, _, let removed) = scan.steps[old.index] else { continue }
-            scan.steps[candidate.index] = .path(newState, [.renameFrom(old.record.path, to: candidate.path)], removedEntries: 0)
+            vanished[s.inode] = list
+            guard case .path(let oldState, _, let removed) = scan.steps[old.index] else { continue }
+            scan.steps[i] = .path(state, [.renameFrom(old.record.path, to: state.path)], removedEntries: 0)
             scan.steps[old.index] = .path(oldState, [], removedEntries: 0)
             scan.deletions -= removed
             scan.renames += 1
@@ -338,6 +335,7 @@ public struct TreeScanner {
     /// the mirror still holds the recorded inode there. Size and mtime are no part of a
     /// directory's identity (they change with its entries).
     func pairDirectoryRenames(_ scan: inout SyncScan) throws {
+        guard !records.records.isEmpty else { return }
         var fresh: [(path: RelativePath, stat: FileStat)] = []
         for step in scan.steps {
             guard case .path(let state, let actions, _) = step, let s = state.source, s.kind == .directory,
