@@ -31,13 +31,13 @@ struct CommandRunner: Sendable {
                 LogSink.writeOut("keepsync \(KeepSyncVersion.current)\n")
                 return .success
             case .sync:
-                return try sync(try settings(invocation), foreground: foreground)
+                return try sync(try mirrorSettings(invocation), foreground: foreground)
             case .check:
-                return try check(try settings(invocation), foreground: foreground)
+                return try check(try mirrorSettings(invocation), foreground: foreground)
             case .status:
                 return try status(invocation)
             case .run:
-                return try runAgent(try settings(invocation), foreground: foreground)
+                return try runAgent(try mirrorSettings(invocation), foreground: foreground)
             case .serviceInstall:
                 return try ServiceInstaller(invocation: invocation, environment: environment, home: home).install()
             case .serviceUninstall:
@@ -66,6 +66,16 @@ struct CommandRunner: Sendable {
 
     /// Loads the configuration file and flags, resolves and checks the paths.
     func settings(_ invocation: Invocation) throws -> Settings { try resolver.settings(invocation) }
+
+    /// `settings` for a command that writes to or reads the mirror: one on another machine
+    /// is refused (the remote transport is not built yet), never taken for a local path.
+    func mirrorSettings(_ invocation: Invocation) throws -> Settings {
+        let settings = try settings(invocation)
+        if settings.remote != nil {
+            throw KeepSyncError(.configuration, "--mirror \(settings.mirrorName): mirrors on another machine are not supported by this version yet")
+        }
+        return settings
+    }
 
     // MARK: sync
 

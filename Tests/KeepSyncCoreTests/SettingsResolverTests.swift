@@ -64,4 +64,19 @@ struct SettingsResolverTests {
         #expect(!SettingsResolver.isWithin(Array("/ab".utf8), Array("/a".utf8)))
         #expect(SettingsResolver.isWithin(Array("/a".utf8), Array("/".utf8)))
     }
+
+    @Test("a remote mirror is named as rsync writes it, not resolved, and names the state directory")
+    func aRemoteMirror() throws {
+        let s = try resolver(environment: ["XDG_STATE_HOME": "/xs"]).settings(invocation(mirror: "me@box:/srv/m/"))
+        #expect(s.remote == RemoteTarget(user: "me", host: "box", directory: Array("/srv/m".utf8)))
+        #expect(s.mirrorName == "me@box:/srv/m")
+        let name = StateDirectoryName.name(source: Array("/data".utf8), mirror: Array("me@box:/srv/m".utf8))
+        #expect(s.state == Array("/xs/keepsync/\(name)".utf8))
+        #expect(s.sshCommand == [Array("ssh".utf8)] && s.rsyncPath == Array("rsync".utf8))
+        let file = try resolver(["/c": "source = /data\nmirror = box:/m\nssh_command = ssh -p 2222\nrsync_path = /opt/rsync\n"])
+            .settings(Invocation(command: .sync, configFile: Array("/c".utf8)))
+        #expect(file.sshCommand == ["ssh", "-p", "2222"].map { Array($0.utf8) })
+        #expect(file.rsyncPath == Array("/opt/rsync".utf8))
+        #expect(message { try resolver().settings(invocation(mirror: "box::module")) }?.hasPrefix("configuration: --mirror box::module") == true)
+    }
 }

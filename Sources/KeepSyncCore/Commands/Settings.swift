@@ -7,8 +7,10 @@ public struct Settings: Sendable {
     public var invocation: Invocation
     /// The source's absolute path.
     public var source: [UInt8]
-    /// The mirror's absolute path.
+    /// The mirror's absolute path; for a remote mirror, `[user@]host:dir`.
     public var mirror: [UInt8]
+    /// The mirror's machine and directory, when it is on another one.
+    public var remote: RemoteTarget?
     /// The state directory's absolute path.
     public var state: [UInt8]
     /// The exclude patterns, compiled.
@@ -34,6 +36,14 @@ public struct Settings: Sendable {
                     maxDeletePercent: configuration.maxDeletePercent, allowMassDelete: invocation.allowMassDelete,
                     excludes: excludes)
     }
+
+    /// The ssh command line's words (remote mirrors).
+    public var sshCommand: [[UInt8]] {
+        configuration.sshCommand.flatMap { try? RemoteTarget.words($0).get() } ?? [Array("ssh".utf8)]
+    }
+
+    /// The rsync program on the remote host (remote mirrors).
+    public var rsyncPath: [UInt8] { configuration.rsyncPath ?? Array("rsync".utf8) }
 
     /// The source path, for display.
     public var sourceName: String { String(decoding: source, as: UTF8.self) }

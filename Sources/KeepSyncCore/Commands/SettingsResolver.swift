@@ -53,23 +53,29 @@ public struct SettingsResolver: Sendable {
             throw KeepSyncError(.configuration, "missing --mirror\(orKey("mirror"))")
         }
         let source = paths.resolve(rawSource)
-        let mirror = paths.resolve(rawMirror)
+        // On another machine: nothing to resolve or compare here; named as rsync writes it.
+        let remote = try RemoteTarget.parse(rawMirror)
+        let mirror = remote?.normalized ?? paths.resolve(rawMirror)
         let s = Self.display(source), m = Self.display(mirror)
-        if source == mirror { throw KeepSyncError(.configuration, "source and mirror are the same directory: \(s)") }
-        if Self.isWithin(mirror, source) { throw KeepSyncError(.configuration, "mirror \(m) is inside source \(s)") }
-        if Self.isWithin(source, mirror) { throw KeepSyncError(.configuration, "source \(s) is inside mirror \(m)") }
+        if remote == nil {
+            if source == mirror { throw KeepSyncError(.configuration, "source and mirror are the same directory: \(s)") }
+            if Self.isWithin(mirror, source) { throw KeepSyncError(.configuration, "mirror \(m) is inside source \(s)") }
+            if Self.isWithin(source, mirror) { throw KeepSyncError(.configuration, "source \(s) is inside mirror \(m)") }
+        }
         let state: [UInt8]
         if let explicit = config.state {
             state = paths.resolve(explicit)
         } else {
             state = stateHome + [0x2F] + Array(StateDirectoryName.name(source: source, mirror: mirror).utf8)
         }
-        if Self.isWithin(state, source) || Self.isWithin(state, mirror) {
+        if Self.isWithin(state, source) || (remote == nil && Self.isWithin(state, mirror)) {
             throw KeepSyncError(.configuration, "--state \(Self.display(state)) must not be inside the source or the mirror")
         }
         let excludes = try ExcludeMatcher(patterns: config.excludes)
-        return Settings(configuration: config, invocation: invocation, source: source, mirror: mirror, state: state,
-                        excludes: excludes, configFile: configPath)
+        var settings = Settings(configuration: config, invocation: invocation, source: source, mirror: mirror, state: state,
+                                excludes: excludes, configFile: configPath)
+        settings.remote = remote
+        return settings
     }
 
     /// True when `inner` is `outer` or below it (absolute paths).

@@ -25,6 +25,7 @@ public enum CommandLineParser {
                                   (default: $XDG_CONFIG_HOME/keepsync/keepsync.conf if it exists)
           --source <dir>          The folder to watch. (required)
           --mirror <dir>          The mirror; receives the source's contents. (required)
+                                  [USER@]HOST:DIR: a directory on another machine, over ssh.
           --state <dir>           Records, lock and status file.
                                   (default: $XDG_STATE_HOME/keepsync/<hash of source and mirror>)
           --exclude <glob>        Skip matching paths, gitignore-style. (repeatable)
@@ -39,6 +40,9 @@ public enum CommandLineParser {
           --content               check, sync: also compare file contents byte by byte.
           --verify-interval <sec> run: a full pass this often, repairing what changed in
                                   the mirror behind its back; 0 turns it off. (default: \(Configuration.defaultVerifyIntervalSeconds))
+          --ssh <command>         Remote mirrors: the ssh command line. (default: ssh)
+          --rsync-path <path>     Remote mirrors: the rsync program on the remote host.
+                                  (default: rsync)
           --log-level <level>     error, warning, info or debug. (default: \(Configuration.defaultLogLevel))
           -v                      Same as --log-level debug.
           --foreground            Human-readable log lines.
@@ -120,6 +124,8 @@ public enum CommandLineParser {
         if let n = invocation.maxDeletePercent { config.maxDeletePercent = n }
         if let level = invocation.logLevel { config.logLevel = level }
         if let n = invocation.verifyIntervalSeconds { config.verifyIntervalSeconds = n }
+        if let ssh = invocation.sshCommand { config.sshCommand = ssh }
+        if let path = invocation.rsyncPath { config.rsyncPath = path }
         return config
     }
 
@@ -140,6 +146,8 @@ public enum CommandLineParser {
         case acceptNewMirror = "--accept-new-mirror"
         case content = "--content"
         case verifyInterval = "--verify-interval"
+        case ssh = "--ssh"
+        case rsyncPath = "--rsync-path"
         case logLevel = "--log-level"
         case foreground = "--foreground"
         case json = "--json"
@@ -149,7 +157,7 @@ public enum CommandLineParser {
         var takesValue: Bool {
             switch self {
             case .config, .source, .mirror, .state, .exclude, .settle, .maxDelay, .maxDelete, .logLevel, .name,
-                 .verifyInterval:
+                 .verifyInterval, .ssh, .rsyncPath:
                 true
             case .noDelete, .allowMassDelete, .acceptNewSource, .acceptNewMirror, .content, .foreground, .json, .enable:
                 false
@@ -185,6 +193,12 @@ public enum CommandLineParser {
         case .maxDelay: inv.maxDelayMilliseconds = try unwrap(ConfigFileParser.milliseconds(value, minimum: 1))
         case .maxDelete: inv.maxDeletePercent = try unwrap(ConfigFileParser.percent(value))
         case .verifyInterval: inv.verifyIntervalSeconds = try unwrap(ConfigFileParser.seconds(value))
+        case .ssh:
+            if case .failure(let reason) = RemoteTarget.words(value) { throw usageError("\(flag): \(reason.text)") }
+            inv.sshCommand = value
+        case .rsyncPath:
+            guard !value.isEmpty else { throw usageError("\(flag): expected a path") }
+            inv.rsyncPath = value
         case .noDelete: inv.noDelete = true
         case .allowMassDelete: inv.allowMassDelete = true
         case .acceptNewSource: inv.acceptNewSource = true

@@ -92,6 +92,12 @@ public enum ConfigFileParser {
                 case .success(let n): config.verifyIntervalSeconds = n
                 case .failure(let reason): throw fail("\(key): \(reason.text)")
                 }
+            case Keys.sshCommand:
+                if case .failure(let reason) = RemoteTarget.words(value) { throw fail("\(key): \(reason.text)") }
+                config.sshCommand = value
+            case Keys.rsyncPath:
+                guard !value.isEmpty else { throw fail("\(key): expected a path") }
+                config.rsyncPath = value
             case Keys.logLevel:
                 guard let level = LogLevel(bytes: value) else {
                     throw fail("log_level: \(logLevelExpectation), got '\(ByteEscaping.escapeControls(value))'")
@@ -118,8 +124,10 @@ public enum ConfigFileParser {
         static let maxDeletePercent = "max_delete_percent"
         static let logLevel = "log_level"
         static let verifyInterval = "verify_interval"
+        static let sshCommand = "ssh_command"
+        static let rsyncPath = "rsync_path"
         static let all: Set<String> = [source, mirror, state, exclude, settle, maxDelay, delete, maxDeletePercent, logLevel,
-                                       verifyInterval]
+                                       verifyInterval, sshCommand, rsyncPath]
     }
 
     /// Why a value was refused, as text following `<key>: `.

@@ -21,6 +21,10 @@ public struct Configuration: Sendable, Equatable {
     public var logLevel: LogLevel
     /// `run`: seconds between full passes that repair drift in the mirror; 0 is off.
     public var verifyIntervalSeconds: Int
+    /// Remote mirrors: the ssh command line (`ssh_command`, `--ssh`), as typed; nil: `ssh`.
+    public var sshCommand: [UInt8]?
+    /// Remote mirrors: the rsync program on the remote host; nil: `rsync`.
+    public var rsyncPath: [UInt8]?
 
     /// The defaults, written here only: the help text shows these, and a test holds the
     /// example file (etc/keepsync.conf) to them.
@@ -45,7 +49,9 @@ public struct Configuration: Sendable, Equatable {
         deleteEnabled: Bool = true,
         maxDeletePercent: Int = Configuration.defaultMaxDeletePercent,
         logLevel: LogLevel = Configuration.defaultLogLevel,
-        verifyIntervalSeconds: Int = Configuration.defaultVerifyIntervalSeconds
+        verifyIntervalSeconds: Int = Configuration.defaultVerifyIntervalSeconds,
+        sshCommand: [UInt8]? = nil,
+        rsyncPath: [UInt8]? = nil
     ) {
         self.source = source
         self.mirror = mirror
@@ -57,5 +63,7 @@ public struct Configuration: Sendable, Equatable {
         self.maxDeletePercent = maxDeletePercent
         self.logLevel = logLevel
         self.verifyIntervalSeconds = verifyIntervalSeconds
+        self.sshCommand = sshCommand
+        self.rsyncPath = rsyncPath
     }
 }

@@ -38,6 +38,10 @@ public struct Invocation: Sendable, Equatable {
     public var maxDelayMilliseconds: Int?
     /// `--verify-interval SEC` (`run`).
     public var verifyIntervalSeconds: Int?
+    /// `--ssh COMMAND`.
+    public var sshCommand: [UInt8]?
+    /// `--rsync-path PATH`.
+    public var rsyncPath: [UInt8]?
     /// `--no-delete`.
     public var noDelete: Bool
     /// `--max-delete PCT`.
@@ -72,6 +76,8 @@ public struct Invocation: Sendable, Equatable {
         settleMilliseconds: Int? = nil,
         maxDelayMilliseconds: Int? = nil,
         verifyIntervalSeconds: Int? = nil,
+        sshCommand: [UInt8]? = nil,
+        rsyncPath: [UInt8]? = nil,
         noDelete: Bool = false,
         maxDeletePercent: Int? = nil,
         allowMassDelete: Bool = false,
@@ -93,6 +99,8 @@ public struct Invocation: Sendable, Equatable {
         self.settleMilliseconds = settleMilliseconds
         self.maxDelayMilliseconds = maxDelayMilliseconds
         self.verifyIntervalSeconds = verifyIntervalSeconds
+        self.sshCommand = sshCommand
+        self.rsyncPath = rsyncPath
         self.noDelete = noDelete
         self.maxDeletePercent = maxDeletePercent
         self.allowMassDelete = allowMassDelete
