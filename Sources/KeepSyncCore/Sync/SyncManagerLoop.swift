@@ -1,0 +1,114 @@
+/// The manager's run loop on its thread: events in, waits, the alarm, stopping.
+extension SyncManager {
+    // MARK: Driving
+
+    /// Processes what is due, as events arrive through `receive`, until `stop`;
+    /// returns after the copies in flight ended and the records are appended.
+    public nonisolated func run() async {
+        // Preferring the actor's executor, the loop resumes from its waits right there,
+        // not first on the global pool (a continuation's resume goes to the task's executor).
+        await withTaskExecutorPreference(thread) { await self.loop() }
+    }
+
+    func loop() async {
+        while !stopping {
+            processDue()
+            if stopping { break }
+            // Something due again at once: let copy completions and events waiting for the
+            // actor in first (a slow pass must not starve them). Else the wait lets them in.
+            let due = nextDue()
+            if let due, due <= now { await Task.yield() }
+            await sleep(until: due)
+        }
+        alarm?.task.cancel()
+        alarm = nil
+        while !inFlight.isEmpty { await waitForSignal() }
+        finishRound()
+        await drainRecords()
+        // One more try for appends that failed.
+        if records.hasBacklog {
+            flushRecords()
+            await drainRecords()
+        }
+    }
+
+    /// Feeds a watcher's events to `receive` until the stream ends. The watcher's thread
+    /// wakes the manager's directly; events that came meanwhile are taken without a wait.
+    public nonisolated func consume(_ events: AsyncStream<WatchEvent>) async {
+        await withTaskExecutorPreference(thread) { await self.take(events) }
+    }
+
+    func take(_ events: AsyncStream<WatchEvent>) async {
+        for await event in events { receive(event) }
+    }
+
+    /// Hands a copy work item's results to the actor; the first of a batch schedules the hop.
+    nonisolated func hand(_ results: sending ManagerInbox.Results) {
+        guard inbox.post(results) else { return }
+        Task(executorPreference: thread) { await self.takeInbox() }
+    }
+
+    /// Takes the finished copies the inbox holds, in the order they came.
+    func takeInbox() {
+        for results in inbox.take() { copiesFinished(results) }
+    }
+
+    /// True once `stop` was called or a full pass found the root lost (`run` returns).
+    public var hasStopped: Bool { stopping }
+
+    /// Makes `run` return after the copies in flight end.
+    public func stop() {
+        stopping = true
+        signal()
+    }
+
+    func signal() {
+        if let c = wakeContinuation {
+            wakeContinuation = nil
+            c.resume()
+        } else {
+            woken = true
+        }
+    }
+
+    func waitForSignal() async {
+        if woken {
+            woken = false
+            return
+        }
+        await withCheckedContinuation { wakeContinuation = $0 }
+        woken = false
+    }
+
+    /// Waits for a signal or `due`. One alarm stays armed across waits: it is replaced
+    /// only by an earlier deadline (a later one finds the loop awake early, which looks
+    /// again), so an event does not cost a timer task each.
+    func sleep(until due: Duration?) async {
+        guard let due else { return await waitForSignal() }
+        if due <= now { return }
+        if woken {
+            woken = false
+            return
+        }
+        if alarm == nil || alarm!.at > due {
+            alarm?.task.cancel()
+            alarm = (due, Self.startAlarm(self, clock: clock, at: origin.advanced(by: due), due: due, on: thread))
+        }
+        await waitForSignal()
+    }
+
+    /// A task that signals `manager` at `deadline`, on `executor` (where the manager runs),
+    /// not isolated to it: its sleep and a cancellation never hop onto the actor.
+    nonisolated static func startAlarm(_ manager: SyncManager, clock: C, at deadline: C.Instant, due: Duration,
+                                       on executor: (any TaskExecutor)?) -> Task<Void, Never> {
+        Task(executorPreference: executor) {
+            try? await clock.sleep(until: deadline, tolerance: nil)
+            if !Task.isCancelled { await manager.alarmRang(due) }
+        }
+    }
+
+    func alarmRang(_ due: Duration) {
+        if alarm?.at == due { alarm = nil }
+        signal()
+    }
+}
