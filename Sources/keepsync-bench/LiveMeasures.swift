@@ -53,21 +53,15 @@ extension Bench {
             }
         }
         log("latency: \(k.values.count) keepsync, \(l.values.count) lsyncd samples")
-        func percentile(_ s: Samples, _ p: Double) -> Samples {
-            guard !s.values.isEmpty else { return Samples(values: [], failures: s.failures) }
-            let sorted = s.values.sorted()
-            let index = min(sorted.count - 1, Int((p * Double(sorted.count)).rounded(.up)) - 1)
-            return Samples(values: [sorted[max(0, index)]], failures: s.failures)
-        }
         let n = options.latencyWrites
         return [
-            Row(measure: "latency p50, \(n) x 4 KiB", unit: .milliseconds, tools: [("keepsync", percentile(k, 0.5)), ("lsyncd", percentile(l, 0.5))],
+            Row(measure: "latency p50, \(n) x 4 KiB", unit: .milliseconds, tools: [("keepsync", k.percentile(0.5)), ("lsyncd", l.percentile(0.5))],
                 targets: [("lsyncd", nil)], absolute: 0.002),
-            Row(measure: "latency p90", unit: .milliseconds, tools: [("keepsync", percentile(k, 0.9)), ("lsyncd", percentile(l, 0.9))],
+            Row(measure: "latency p90", unit: .milliseconds, tools: [("keepsync", k.percentile(0.9)), ("lsyncd", l.percentile(0.9))],
                 targets: [("lsyncd", nil)]),
-            Row(measure: "latency p99", unit: .milliseconds, tools: [("keepsync", percentile(k, 0.99)), ("lsyncd", percentile(l, 0.99))],
+            Row(measure: "latency p99", unit: .milliseconds, tools: [("keepsync", k.percentile(0.99)), ("lsyncd", l.percentile(0.99))],
                 targets: [("lsyncd", nil)], absolute: 0.008),
-            Row(measure: "latency max", unit: .milliseconds, tools: [("keepsync", percentile(k, 1)), ("lsyncd", percentile(l, 1))],
+            Row(measure: "latency max", unit: .milliseconds, tools: [("keepsync", k.percentile(1)), ("lsyncd", l.percentile(1))],
                 targets: [("lsyncd", nil)]),
         ]
     }
