@@ -16,7 +16,7 @@ extension Bench {
         defer { agent.stop() }
         var lsyncdAgent: Spawn?
         if lsyncd != nil {
-            do { lsyncdAgent = try startLsyncd(source: lSource, mirror: lMirror, name: "latency-lsyncd") } catch { log("\(error)") }
+            do { lsyncdAgent = try startLsyncd(source: lSource, mirror: lMirror, name: "latency-lsyncd").0 } catch { log("\(error)") }
         }
         defer { lsyncdAgent?.stop() }
         let kWatch = try DirectoryWatch(kMirror)
@@ -86,7 +86,7 @@ extension Bench {
                 do {
                     agent = tool == "keepsync"
                         ? try startKeepsync(source: source, mirror: mirror, state: path("burst-\(tool)-\(rep)-state"), name: "burst-\(tool)-\(rep)").0
-                        : try startLsyncd(source: source, mirror: mirror, name: "burst-\(tool)-\(rep)")
+                        : try startLsyncd(source: source, mirror: mirror, name: "burst-\(tool)-\(rep)").0
                 } catch {
                     failures.append("\(tool) burst: \(error)")
                     continue
