@@ -51,7 +51,11 @@ enum BenchMain {
             FileHandleOut.line("")
             for f in bench.failures { FileHandleOut.line("FAILED: \(f)") }
         }
-        if !options.keep { Paths.remove(work) } else { FileHandleOut.line("work directory kept: \(Paths.display(work))") }
+        if !options.keep {
+            let started = Clock.now()
+            Paths.removeInParallel(work)
+            if options.scale { FileHandleOut.error("  work directory removed in \(Unit.seconds.format(Clock.now() - started))") }
+        } else { FileHandleOut.line("work directory kept: \(Paths.display(work))") }
         exit(bench.failures.isEmpty ? 0 : 1)
     }
 }

@@ -57,8 +57,8 @@ struct BenchOptions {
         --scale measures only a tree of 1,000,000 files of 0-4 KiB in 200,000 directories
         (more than the default inotify watch limit): initial copy, no-op rerun, run until
         READY=1, resident size, 4 KiB latency in watched and unwatched directories and the
-        quiet agent's CPU, against rsync -a and lsyncd. About 25 minutes with 3
-        repetitions; it raises fs.inotify.max_user_watches for lsyncd's rows (root) and
+        quiet agent's CPU, against rsync -a and lsyncd. 2 repetitions unless --reps; about
+        25-30 minutes (estimated from 100k-file runs), run by hand, never in CI. It raises fs.inotify.max_user_watches for lsyncd's rows (root) and
         puts it back. --scale-watch-limit N runs keepsync's rows in a user namespace with
         that watch limit (to leave directories unwatched in a small tree).
 
@@ -68,6 +68,7 @@ struct BenchOptions {
     static func parse(_ arguments: [String]) -> BenchOptions {
         var o = BenchOptions()
         var i = 0
+        var repetitionsGiven = false
         func value(_ flag: String) -> String {
             i += 1
             guard i < arguments.count else { fail("\(flag) needs a value") }
@@ -82,7 +83,9 @@ struct BenchOptions {
             let a = arguments[i]
             switch a {
             case "--quick": o.quick = true
-            case "--reps": o.repetitions = number(a)
+            case "--reps":
+                o.repetitions = number(a)
+                repetitionsGiven = true
             case "--files": o.files = number(a)
             case "--work": o.work = Array(value(a).utf8)
             case "--keepsync": o.keepsync = Array(value(a).utf8)
@@ -103,6 +106,8 @@ struct BenchOptions {
             }
             i += 1
         }
+        // A repetition at full scale takes about 6 minutes (copies and no-ops, cold).
+        if o.scale && !repetitionsGiven { o.repetitions = 2 }
         if o.quick {
             o.files = min(o.files, 4_000)
             o.smallFiles = 20_000

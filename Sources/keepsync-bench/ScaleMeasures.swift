@@ -47,12 +47,19 @@ extension Bench {
                 targets: [("lsyncd", nil)], informational: true),
             Row(measure: "unwatched dirs (keepsync's status.json)", unit: .count,
                 tools: [("keepsync", Samples(values: k.unwatched.map { [Double($0)] } ?? []))],
-                note: unwatchedNote, informational: true),
-            Row(measure: "latency p50, \(k.unwatchedWrites.values.count) x 4 KiB, unwatched dirs", unit: .seconds,
-                tools: [("keepsync", k.unwatchedWrites.percentile(0.5))],
-                note: k.unwatched == 0 ? "n/a (all watched)" : "", informational: true),
-            Row(measure: "latency max, unwatched dirs", unit: .seconds, tools: [("keepsync", k.unwatchedWrites.percentile(1))],
-                absolute: k.period, informational: k.period == nil),
+                note: k.unwatched == 0 ? "" : unwatchedNote, informational: true),
+        ]
+        if k.unwatched ?? 0 > 0 {
+            rows += [
+                Row(measure: "latency p50, \(k.unwatchedWrites.values.count) x 4 KiB, unwatched dirs", unit: .seconds,
+                    tools: [("keepsync", k.unwatchedWrites.percentile(0.5))], informational: true),
+                Row(measure: "latency max, unwatched dirs", unit: .seconds, tools: [("keepsync", k.unwatchedWrites.percentile(1))],
+                    absolute: k.period, informational: k.period == nil),
+            ]
+        } else {
+            rows.append(Row(measure: "latency, unwatched dirs: n/a (all watched)", unit: .seconds, tools: [], informational: true))
+        }
+        rows += [
             Row(measure: "CPU of the quiet agent, \(options.scaleQuiet) s", unit: .percent,
                 tools: [("keepsync", k.cpu), ("lsyncd", l.cpu)], targets: [("lsyncd", nil)], absolute: 2,
                 note: "utime+stime from /proc/PID/stat, % of one core"),
@@ -79,7 +86,7 @@ extension Bench {
         // A file of 1-4096 bytes takes a 4 KiB block, a directory at least one.
         let bytes = copies * (tree.files + tree.directories) * 4096
         let freeBytes = Int(fs.f_bavail) * Int(fs.f_frsize)
-        log("room: \(copies) trees need about \(inodes) inodes and \(bytes >> 30) GiB; \(Paths.display(work)) has \(fs.f_favail) and \(freeBytes >> 30) GiB free")
+        log("room: \(copies) trees need about \(inodes) inodes and \(bytes >> 20) MiB; \(Paths.display(work)) has \(fs.f_favail) and \(freeBytes >> 20) MiB free")
         if fs.f_files > 0 && Int(fs.f_favail) < inodes || freeBytes < bytes {
             throw BenchError("not enough room in \(Paths.display(work)) for \(copies) trees of \(tree.files) files (fewer --reps, or --work elsewhere)")
         }
