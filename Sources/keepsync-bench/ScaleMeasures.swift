@@ -19,7 +19,12 @@ extension Bench {
         let copy = scaleCopies(tree, size: size)
         var rows = copy.rows
         let live = ScaleLive(tree: tree, candidates: pickCandidates(tree))
-        let k = try scaleKeepsync(live, mirror: copy.keepsyncMirror, state: copy.keepsyncState)
+        var k = ScaleAgentSamples()
+        do { k = try scaleKeepsync(live, mirror: copy.keepsyncMirror, state: copy.keepsyncState) } catch {
+            // Its rows say FAILED; the copy rows stay.
+            k.ready.failures.append("\(error)")
+            failures.append("keepsync run on the scale tree: \(error)")
+        }
         let l = lsyncd == nil ? ScaleAgentSamples() : scaleLsyncd(live, mirror: copy.rsyncMirror)
         let temperature = cold ? "cold" : "warm"
         let period = k.period.map { "\(Unit.count.fixed($0, 0)) s" } ?? "-"
@@ -57,7 +62,8 @@ extension Bench {
                     absolute: k.period, informational: k.period == nil),
             ]
         } else {
-            rows.append(Row(measure: "latency, unwatched dirs: n/a (all watched)", unit: .seconds, tools: [], informational: true))
+            let why = k.unwatched == 0 ? "all watched" : "status.json not read"
+            rows.append(Row(measure: "latency, unwatched dirs: n/a (\(why))", unit: .seconds, tools: [], informational: true))
         }
         rows += [
             Row(measure: "CPU of the quiet agent, \(options.scaleQuiet) s", unit: .percent,
@@ -351,7 +357,7 @@ extension Bench {
         usleep(3_000_000)
         guard let before = AgentProbe.cpuSeconds(pid) else { return nil }
         let start = Clock.now()
-        usleep(UInt32(options.scaleQuiet) * 1_000_000)
+        for _ in 0..<options.scaleQuiet { usleep(1_000_000) }
         guard let after = AgentProbe.cpuSeconds(pid) else { return nil }
         return (after - before) / (Clock.now() - start) * 100
     }
