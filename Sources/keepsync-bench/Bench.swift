@@ -161,11 +161,13 @@ final class Bench {
 
     // MARK: Agents
 
-    /// A running `keepsync run` that said READY=1.
-    func startKeepsync(source: [UInt8], mirror: [UInt8], state: [UInt8], name: String) throws -> (Spawn, Double) {
+    /// A running `keepsync run` that said READY=1, and the seconds it took; `wrapper` runs
+    /// it (a command that ends by exec'ing its arguments, keeping the pid).
+    func startKeepsync(source: [UInt8], mirror: [UInt8], state: [UInt8], name: String,
+                       wrapper: [[UInt8]] = []) throws -> (Spawn, Double) {
         let socket = try NotifySocket(path("\(name).notify"))
         let start = Clock.now()
-        let child = try Spawn([keepsync, b("run"), b("--source"), source, b("--mirror"), mirror, b("--state"), state,
+        let child = try Spawn(wrapper + [keepsync, b("run"), b("--source"), source, b("--mirror"), mirror, b("--state"), state,
                                b("--log-level"), b("warning")],
                               extra: ["NOTIFY_SOCKET": Paths.display(socket.path)], output: path("\(name).log"))
         guard let ready = socket.waitReady(timeout: 600, alive: { child.poll() == nil }) else {
@@ -175,8 +177,9 @@ final class Bench {
         return (child, ready - start)
     }
 
-    /// A running lsyncd (delay 0, default.rsync) whose startup sync is done.
-    func startLsyncd(source: [UInt8], mirror: [UInt8], name: String) throws -> Spawn {
+    /// A running lsyncd (delay 0, default.rsync) whose startup sync is done, and the
+    /// seconds from its start until that sync was.
+    func startLsyncd(source: [UInt8], mirror: [UInt8], name: String) throws -> (Spawn, Double) {
         guard let lsyncd else { throw BenchError("lsyncd is not installed") }
         let config = path("\(name).lua")
         let marker = "lsyncd-started-\(rng.next())"
@@ -188,6 +191,7 @@ final class Bench {
             """
         try Paths.write(config, Array(text.utf8))
         try Paths.mkdirs(mirror)
+        let start = Clock.now()
         let child = try Spawn([lsyncd, config], output: path("\(name).out"))
         let until = Clock.now() + 600
         while !Paths.exists(Paths.join(mirror, marker)) {
@@ -197,11 +201,12 @@ final class Bench {
             }
             usleep(10_000)
         }
+        let ready = Clock.now() - start
         // Let its startup rsync exit before anything is timed.
         usleep(300_000)
         unlink(Paths.display(Paths.join(source, marker)))
         let gone = Clock.now() + 30
         while Paths.exists(Paths.join(mirror, marker)) && Clock.now() < gone { usleep(10_000) }
-        return child
+        return (child, ready)
     }
 }

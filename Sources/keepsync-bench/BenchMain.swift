@@ -24,7 +24,7 @@ enum BenchMain {
         var tm = tm()
         gmtime_r(&now, &tm)
         let date = "\(1900 + Int(tm.tm_year))-\(String(format2: Int(tm.tm_mon) + 1))-\(String(format2: Int(tm.tm_mday))) \(String(format2: Int(tm.tm_hour))):\(String(format2: Int(tm.tm_min))) UTC"
-        FileHandleOut.line("keepsync-bench \(date)\(options.quick ? " (--quick)" : "")")
+        FileHandleOut.line("keepsync-bench \(date)\(options.quick ? " (--quick)" : "")\(options.scale ? " (--scale)" : "")")
         FileHandleOut.line(Machine.describe(work: work))
         FileHandleOut.line("tools: keepsync \(Paths.display(keepsyncBinary)); \(bench.cp.map(Paths.display) ?? "no cp"); \(bench.rsync.map(Paths.display) ?? "no rsync"); \(bench.lsyncd.map(Paths.display) ?? "no lsyncd (its columns stay empty)")")
         FileHandleOut.line("\(options.repetitions) repetition(s), tools interleaved in each; caches \(bench.cold ? "dropped before each cold run" : "NOT dropped (no permission): cold rows are warm"); seed \(options.seed)")
@@ -42,6 +42,7 @@ enum BenchMain {
         phase("latency") { try bench.latencyMeasures() }
         phase("burst") { try bench.burstMeasures() }
         phase("watch") { try bench.watchMeasures() }
+        phase("scale") { try bench.scaleMeasures() }
 
         FileHandleOut.line("")
         for line in Table.render(rows) { FileHandleOut.line(line) }
@@ -50,7 +51,11 @@ enum BenchMain {
             FileHandleOut.line("")
             for f in bench.failures { FileHandleOut.line("FAILED: \(f)") }
         }
-        if !options.keep { Paths.remove(work) } else { FileHandleOut.line("work directory kept: \(Paths.display(work))") }
+        if !options.keep {
+            let started = Clock.now()
+            Paths.removeInParallel(work)
+            if options.scale { FileHandleOut.error("  work directory removed in \(Unit.seconds.format(Clock.now() - started))") }
+        } else { FileHandleOut.line("work directory kept: \(Paths.display(work))") }
         exit(bench.failures.isEmpty ? 0 : 1)
     }
 }

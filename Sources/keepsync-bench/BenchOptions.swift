@@ -27,13 +27,40 @@ struct BenchOptions {
     var only: Set<String> = []
     /// Keep the work directory afterwards.
     var keep = false
+    /// --scale: only the big-tree measures (issue 17), run by hand.
+    var scale = false
+    /// Files and leaf directories of the --scale tree.
+    var scaleFiles = 1_000_000
+    var scaleDirectories = 200_000
+    /// 4 KiB writes into watched directories per agent (a fifth as many, at least 5, into
+    /// unwatched ones).
+    var scaleWrites = 100
+    /// Seconds the quiet agent's CPU is counted over.
+    var scaleQuiet = 30
+    /// keepsync's rows in a user namespace whose inotify watch limit is this (testing at
+    /// small sizes: nothing else on the machine sees it); nil: the machine's limit.
+    var scaleWatchLimit: Int?
+    /// fs.inotify.max_user_watches for lsyncd's rows (raised, never lowered; nil: enough
+    /// for the tree).
+    var scaleLsyncdWatches: Int?
 
     static let usage = """
         usage: keepsync-bench [--quick] [--reps N] [--files N] [--work DIR] [--keepsync PATH]
                               [--seed N] [--only copy,small,latency,burst,watch] [--keep]
+               keepsync-bench --scale [--scale-files N] [--scale-dirs N] [--scale-writes N]
+                              [--scale-quiet SECONDS] [--scale-watch-limit N]
+                              [--scale-lsyncd-watches N] [--reps N] [--work DIR] [--keep]
 
         Measures keepsync against cp -a, rsync -a and lsyncd in the same run, tools
         interleaved in every repetition, and prints medians [min-max] and ratios of medians.
+
+        --scale measures only a tree of 1,000,000 files of 0-4 KiB in 200,000 directories
+        (more than the default inotify watch limit): initial copy, no-op rerun, run until
+        READY=1, resident size, 4 KiB latency in watched and unwatched directories and the
+        quiet agent's CPU, against rsync -a and lsyncd. 2 repetitions unless --reps; about
+        25-30 minutes (estimated from 100k-file runs), run by hand, never in CI. It raises fs.inotify.max_user_watches for lsyncd's rows (root) and
+        puts it back. --scale-watch-limit N runs keepsync's rows in a user namespace with
+        that watch limit (to leave directories unwatched in a small tree).
 
         """
 
@@ -41,6 +68,7 @@ struct BenchOptions {
     static func parse(_ arguments: [String]) -> BenchOptions {
         var o = BenchOptions()
         var i = 0
+        var repetitionsGiven = false
         func value(_ flag: String) -> String {
             i += 1
             guard i < arguments.count else { fail("\(flag) needs a value") }
@@ -55,13 +83,22 @@ struct BenchOptions {
             let a = arguments[i]
             switch a {
             case "--quick": o.quick = true
-            case "--reps": o.repetitions = number(a)
+            case "--reps":
+                o.repetitions = number(a)
+                repetitionsGiven = true
             case "--files": o.files = number(a)
             case "--work": o.work = Array(value(a).utf8)
             case "--keepsync": o.keepsync = Array(value(a).utf8)
             case "--seed": o.seed = UInt64(number(a))
             case "--only": o.only = Set(value(a).split(separator: ",").map(String.init))
             case "--keep": o.keep = true
+            case "--scale": o.scale = true
+            case "--scale-files": o.scaleFiles = number(a)
+            case "--scale-dirs": o.scaleDirectories = number(a)
+            case "--scale-writes": o.scaleWrites = number(a)
+            case "--scale-quiet": o.scaleQuiet = number(a)
+            case "--scale-watch-limit": o.scaleWatchLimit = number(a)
+            case "--scale-lsyncd-watches": o.scaleLsyncdWatches = number(a)
             case "-h", "--help":
                 print(usage, terminator: "")
                 exit(0)
@@ -69,6 +106,8 @@ struct BenchOptions {
             }
             i += 1
         }
+        // A repetition at full scale takes about 6 minutes (copies and no-ops, cold).
+        if o.scale && !repetitionsGiven { o.repetitions = 2 }
         if o.quick {
             o.files = min(o.files, 4_000)
             o.smallFiles = 20_000
@@ -82,7 +121,11 @@ struct BenchOptions {
         return o
     }
 
-    func wants(_ measure: String) -> Bool { only.isEmpty || only.contains(measure) }
+    /// Whether phase `measure` runs: --scale runs only "scale", never part of a plain run.
+    func wants(_ measure: String) -> Bool {
+        if scale || measure == "scale" { return scale && measure == "scale" }
+        return only.isEmpty || only.contains(measure)
+    }
 
     /// One-line error, exit 2.
     static func fail(_ message: String) -> Never {

@@ -16,7 +16,7 @@ extension Bench {
         defer { agent.stop() }
         var lsyncdAgent: Spawn?
         if lsyncd != nil {
-            do { lsyncdAgent = try startLsyncd(source: lSource, mirror: lMirror, name: "latency-lsyncd") } catch { log("\(error)") }
+            do { lsyncdAgent = try startLsyncd(source: lSource, mirror: lMirror, name: "latency-lsyncd").0 } catch { log("\(error)") }
         }
         defer { lsyncdAgent?.stop() }
         let kWatch = try DirectoryWatch(kMirror)
@@ -53,21 +53,15 @@ extension Bench {
             }
         }
         log("latency: \(k.values.count) keepsync, \(l.values.count) lsyncd samples")
-        func percentile(_ s: Samples, _ p: Double) -> Samples {
-            guard !s.values.isEmpty else { return Samples(values: [], failures: s.failures) }
-            let sorted = s.values.sorted()
-            let index = min(sorted.count - 1, Int((p * Double(sorted.count)).rounded(.up)) - 1)
-            return Samples(values: [sorted[max(0, index)]], failures: s.failures)
-        }
         let n = options.latencyWrites
         return [
-            Row(measure: "latency p50, \(n) x 4 KiB", unit: .milliseconds, tools: [("keepsync", percentile(k, 0.5)), ("lsyncd", percentile(l, 0.5))],
+            Row(measure: "latency p50, \(n) x 4 KiB", unit: .milliseconds, tools: [("keepsync", k.percentile(0.5)), ("lsyncd", l.percentile(0.5))],
                 targets: [("lsyncd", nil)], absolute: 0.002),
-            Row(measure: "latency p90", unit: .milliseconds, tools: [("keepsync", percentile(k, 0.9)), ("lsyncd", percentile(l, 0.9))],
+            Row(measure: "latency p90", unit: .milliseconds, tools: [("keepsync", k.percentile(0.9)), ("lsyncd", l.percentile(0.9))],
                 targets: [("lsyncd", nil)]),
-            Row(measure: "latency p99", unit: .milliseconds, tools: [("keepsync", percentile(k, 0.99)), ("lsyncd", percentile(l, 0.99))],
+            Row(measure: "latency p99", unit: .milliseconds, tools: [("keepsync", k.percentile(0.99)), ("lsyncd", l.percentile(0.99))],
                 targets: [("lsyncd", nil)], absolute: 0.008),
-            Row(measure: "latency max", unit: .milliseconds, tools: [("keepsync", percentile(k, 1)), ("lsyncd", percentile(l, 1))],
+            Row(measure: "latency max", unit: .milliseconds, tools: [("keepsync", k.percentile(1)), ("lsyncd", l.percentile(1))],
                 targets: [("lsyncd", nil)]),
         ]
     }
@@ -92,7 +86,7 @@ extension Bench {
                 do {
                     agent = tool == "keepsync"
                         ? try startKeepsync(source: source, mirror: mirror, state: path("burst-\(tool)-\(rep)-state"), name: "burst-\(tool)-\(rep)").0
-                        : try startLsyncd(source: source, mirror: mirror, name: "burst-\(tool)-\(rep)")
+                        : try startLsyncd(source: source, mirror: mirror, name: "burst-\(tool)-\(rep)").0
                 } catch {
                     failures.append("\(tool) burst: \(error)")
                     continue

@@ -90,6 +90,16 @@ enum Paths {
         _ = try? Spawn.run([Array("/bin/rm".utf8), Array("-rf".utf8), path], quiet: true)
     }
 
+    /// `rm -rf`, one `rm` per entry of `path` at once: a cold tree's removal waits on
+    /// reads, and two at once took as long as one (120k inodes each, 18 s).
+    static func removeInParallel(_ path: [UInt8]) {
+        let removals = ((try? list(path)) ?? []).compactMap {
+            try? Spawn([Array("/bin/rm".utf8), Array("-rf".utf8), join(path, $0)])
+        }
+        for r in removals { r.wait() }
+        remove(path)
+    }
+
     static func readAll(_ fd: Int32, into buffer: inout [UInt8]) -> Int {
         var total = 0
         while true {

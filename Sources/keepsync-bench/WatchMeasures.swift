@@ -34,7 +34,7 @@ extension Bench {
         _ = verify(source, kMirror, "keepsync run on the watched tree", into: &startup)
         if lsyncd != nil {
             do {
-                let agent = try startLsyncd(source: source, mirror: rMirror, name: "watch-lsyncd")
+                let (agent, _) = try startLsyncd(source: source, mirror: rMirror, name: "watch-lsyncd")
                 if let peak = Machine.peakRSS(agent.pid) { lrss.values.append(Double(peak) / 1024) }
                 agent.stop()
             } catch {
