@@ -4,7 +4,8 @@ import Synchronization
 /// A watcher the test drives: `publish` hands an event to whoever consumes the stream.
 public final class FakeWatcher: WatcherProviding {
     private let state = Mutex<(continuation: AsyncStream<WatchEvent>.Continuation?, started: Bool, stopped: Bool,
-                               excludes: ExcludeMatcher?, unwatched: Int)>((nil, false, false, nil, 0))
+                               excludes: ExcludeMatcher?, unwatched: Int, pollPeriod: Duration)>(
+                                   (nil, false, false, nil, 0, .seconds(10)))
 
     /// A watcher not started yet.
     public init() {}
@@ -28,6 +29,12 @@ public final class FakeWatcher: WatcherProviding {
             return s.continuation
         }
         c?.finish()
+    }
+
+    /// The poll period reported while directories are unwatched.
+    public var pollPeriod: Duration? {
+        get { state.withLock { $0.unwatched > 0 ? $0.pollPeriod : nil } }
+        set { state.withLock { $0.pollPeriod = newValue ?? .seconds(10) } }
     }
 
     /// Directories reported as unwatched.

@@ -227,9 +227,13 @@ struct AgentTests {
         try await h.waitUntilReady()
         let watcher = try #require(h.host.watchers.last)
         watcher.unwatchedDirectories = 7
+        watcher.pollPeriod = .seconds(25)
         try await h.until("the watch limit in status.json") {
-            h.writer.reports.last?.errors.contains { $0.message.hasPrefix("watch limit reached: 7 directories") } == true
+            h.writer.reports.last?.errors.contains { $0.message.hasPrefix("watch limit reached: 7 directories are not watched (polled every 25 s)") } == true
         }
+        let report = try #require(h.writer.reports.last)
+        #expect(report.unwatchedDirectories == 7 && report.pollSeconds == 25)
+        #expect(report.json.contains("\"unwatchedDirectories\": 7, \"pollSeconds\": 25.0"))
         #expect(try await h.stop() == .success)
     }
 

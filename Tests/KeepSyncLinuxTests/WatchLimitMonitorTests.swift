@@ -17,7 +17,7 @@ struct WatchLimitMonitorTests {
         Logger(level: .info) { [lines] _, text in lines.withLock { $0.append(text) } }
     }
 
-    @Test("unwatched directories: one warning naming the sysctl, a poll due every interval, then all clear")
+    @Test("unwatched directories: one warning naming the sysctl, polls at a fixed rate, then all clear")
     func episode() {
         var monitor = WatchLimitMonitor(interval: .seconds(30), logger: logger)
         let start = ContinuousClock.now
@@ -33,17 +33,31 @@ struct WatchLimitMonitorTests {
         #expect(warnings.count == 1)
         #expect(warnings.first?.contains("3 directories are not watched") == true)
         #expect(warnings.first?.contains("sysctl fs.inotify.max_user_watches=") == true)
-
         #expect(warnings.first?.contains("polled every 30 s") == true, "\(warnings)")
-        monitor.polled()
-        #expect(monitor.due == nil)
+
+        // The next poll counts from the start of the last, not its end: a change waits
+        // at most one period.
+        monitor.polled(started: start + .seconds(30), took: .milliseconds(200))
         monitor.note(unwatched: 2, now: start + .seconds(31))
-        #expect(monitor.due == start + .seconds(61))
+        #expect(monitor.due == start + .seconds(60))
+        #expect(monitor.period == .seconds(30))
         #expect(lines.withLock { $0.count } == 1, "one warning per episode")
 
-        monitor.polled()
+        monitor.polled(started: start + .seconds(60), took: .milliseconds(100))
         monitor.note(unwatched: 0, now: start + .seconds(62))
         #expect(monitor.due == nil)
         #expect(lines.withLock { $0.last } == "inotify: every directory is watched again")
+    }
+
+    @Test("a poll that takes long stretches the period to 100 times its length: about 1% of a core")
+    func slowPollsStretchThePeriod() {
+        var monitor = WatchLimitMonitor(interval: .seconds(10), logger: logger)
+        let start = ContinuousClock.now
+        monitor.note(unwatched: 9000, now: start)
+        monitor.polled(started: start + .seconds(10), took: .milliseconds(250))
+        #expect(monitor.period == .seconds(25))
+        #expect(monitor.due == start + .seconds(35))
+        monitor.polled(started: start + .seconds(35), took: .milliseconds(50))
+        #expect(monitor.period == .seconds(10), "never below the interval")
     }
 }

@@ -309,10 +309,14 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         }
         let current = state == .watching && snapshot.resyncing ? AgentState.syncing : state
         var extra: [(String, String)] = []
-        if let unwatched = watcher?.unwatchedDirectories, unwatched > 0 {
-            extra.append((".", "watch limit reached: \(unwatched) directories are not watched (polled every 10 s); raise it with sysctl fs.inotify.max_user_watches=N"))
+        let unwatched = current == .stopped ? 0 : watcher?.unwatchedDirectories ?? 0
+        let period = watcher?.pollPeriod
+        if unwatched > 0 {
+            let every = period.map { " (polled every \(Int(ByteSize.seconds($0).rounded())) s)" } ?? ""
+            extra.append((".", "watch limit reached: \(unwatched) directories are not watched\(every); raise it with sysctl fs.inotify.max_user_watches=N"))
         }
-        writeStatus(state: current, snapshot: snapshot, extraErrors: extra, force: force)
+        writeStatus(state: current, snapshot: snapshot, extraErrors: extra, force: force,
+                    unwatched: (unwatched, period))
         let line = StatusLine.text(state: current, snapshot: snapshot, readySent: status.readySent)
         // After STOPPING=1 (a SIGTERM during the initial sync) no READY=1.
         if current == .watching && !status.readySent && !stopRequested {
@@ -322,7 +326,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         }
     }
 
-    func writeStatus(state: AgentState, snapshot: SyncManager<C>.Snapshot?, extraErrors: [(String, String)], force: Bool) {
+    func writeStatus(state: AgentState, snapshot: SyncManager<C>.Snapshot?, extraErrors: [(String, String)], force: Bool,
+                     unwatched: (count: Int, period: Duration?) = (0, nil)) {
         let errors = extraErrors.map { (path: $0.0, message: $0.1) }
             + (snapshot?.errors ?? [:]).sorted { $0.key < $1.key }.map { (path: $0.key.escaped, message: $0.value) }
         let report = StatusReport(state: state.name, pid: host.processID, source: settings.sourceName,
@@ -332,6 +337,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         var withLimits = report
         withLimits.mirrorLimits = snapshot?.mirrorLimits
         withLimits.skipped = (snapshot?.skipped ?? []).map(\.escaped)
+        withLimits.unwatchedDirectories = unwatched.count
+        withLimits.pollSeconds = unwatched.period.map(ByteSize.seconds)
         status.write(withLimits, force: force, now: clock.now)
     }
 }

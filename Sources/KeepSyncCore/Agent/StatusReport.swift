@@ -24,6 +24,10 @@ public struct StatusReport: Equatable, Sendable {
     public var mirrorLimits: MirrorLimits?
     /// Source paths the mirror cannot hold (escaped), sorted.
     public var skipped: [String] = []
+    /// Directories the inotify watch limit leaves unwatched (0: all are watched).
+    public var unwatchedDirectories = 0
+    /// How often those are looked at, in seconds (nil while all are watched).
+    public var pollSeconds: Double?
     /// How many paths `skipped` lists at most.
     public static let skippedShown = 20
 
@@ -48,7 +52,7 @@ public struct StatusReport: Equatable, Sendable {
             && a.bytes == b.bytes && a.pending == b.pending && a.lastFullSync == b.lastFullSync
             && a.heldDeletes == b.heldDeletes && a.errors.map(\.path) == b.errors.map(\.path)
             && a.errors.map(\.message) == b.errors.map(\.message) && a.mirrorLimits == b.mirrorLimits
-            && a.skipped == b.skipped
+            && a.skipped == b.skipped && a.unwatchedDirectories == b.unwatchedDirectories && a.pollSeconds == b.pollSeconds
     }
 
     /// The JSON text (one object, keys in SPEC order, newline-terminated).
@@ -61,7 +65,11 @@ public struct StatusReport: Equatable, Sendable {
         if let mirrorLimits { s += ", \"mirrorLimits\": " + Self.render(mirrorLimits.json) }
         s += ", \"skipped\": {\"count\": \(skipped.count), \"paths\": ["
         s += skipped.prefix(Self.skippedShown).map(Self.quote).joined(separator: ", ")
-        s += "]}}\n"
+        s += "]}"
+        if unwatchedDirectories > 0 {
+            s += ", \"unwatchedDirectories\": \(unwatchedDirectories), \"pollSeconds\": \(pollSeconds.map { String($0) } ?? "null")"
+        }
+        s += "}\n"
         return s
     }
 

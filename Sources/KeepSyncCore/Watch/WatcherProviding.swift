@@ -6,4 +6,7 @@ public protocol WatcherProviding: Sendable {
     func stop()
     /// Directories that could not be watched (inotify's watch limit).
     var unwatchedDirectories: Int { get }
+    /// How often those directories are looked at now: a change there reaches the mirror
+    /// within this period (nil while every directory is watched).
+    var pollPeriod: Duration? { get }
 }

@@ -174,8 +174,9 @@ final class InotifySession: @unchecked Sendable {
         }
         poller.adopt(tree.takeNewlyUnwatched(), list: look)
         if limit.isDue(now: clock.now), !rootGone {
+            let started = clock.now
             pollUnwatched()
-            limit.polled()
+            limit.polled(started: started, took: started.duration(to: clock.now))
         }
         limit.note(unwatched: tree.unwatched.count, now: clock.now)
         publish()
@@ -257,11 +258,12 @@ final class InotifySession: @unchecked Sendable {
 
     /// Copies the counters where the public properties read them.
     private func publish() {
-        let counts = (tree.watches.count, tree.unwatched.count)
+        let counts = (tree.watches.count, tree.unwatched.count), period = limit.period
         watcher?.shared.withLock { s in
             guard s.active == generation else { return }
             s.watched = counts.0
             s.unwatched = counts.1
+            s.pollPeriod = period
         }
     }
 

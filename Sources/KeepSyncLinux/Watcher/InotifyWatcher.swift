@@ -50,6 +50,8 @@ public final class InotifyWatcher: WatcherProviding {
         var watched = 0
         /// Directories left unwatched by the watch limit, as last published.
         var unwatched = 0
+        /// How often they are looked at now.
+        var pollPeriod: Duration?
     }
 
     /// How often directories the watch limit left unwatched are looked at.
@@ -75,6 +77,9 @@ public final class InotifyWatcher: WatcherProviding {
 
     /// Directories that could not be watched because of `fs.inotify.max_user_watches`.
     public var unwatchedDirectories: Int { shared.withLock { $0.unwatched } }
+
+    /// How often the unwatched directories are looked at now (nil: all are watched).
+    public var pollPeriod: Duration? { shared.withLock { $0.unwatched > 0 ? $0.pollPeriod : nil } }
 
     /// Stops a running session.
     deinit { stop() }
