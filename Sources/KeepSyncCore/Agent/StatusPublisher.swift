@@ -1,6 +1,6 @@
 /// Sends the agent's status out: `STATUS=` lines only when they change, READY=1 once,
 /// status.json only when it changes (or its last write failed), at most once a second
-/// unless forced.
+/// unless forced or the state changed (a script that saw READY=1 reads `watching`).
 struct StatusPublisher<C: Clock> where C.Duration == Duration {
     let notifier: any Notifier
     let writer: any StatusWriter
@@ -9,6 +9,7 @@ struct StatusPublisher<C: Clock> where C.Duration == Duration {
     private var lastLine = ""
     private var lastJSON = ""
     private var lastWrite: C.Instant?
+    private var lastState = ""
 
     init(notifier: any Notifier, writer: any StatusWriter) {
         self.notifier = notifier
@@ -29,13 +30,15 @@ struct StatusPublisher<C: Clock> where C.Duration == Duration {
         notifier.ready(status: line)
     }
 
-    /// Writes `report` when it changed and a second passed since the last write, or when
-    /// `force` (which also waits for the write).
+    /// Writes `report` when it changed and a second passed since the last write or its
+    /// state changed, or when `force` (which also waits for the write).
     mutating func write(_ report: StatusReport, force: Bool, now: C.Instant) {
         let json = report.json
         guard json != lastJSON || writer.lastWriteFailed,
-              force || lastWrite.map({ $0.duration(to: now) >= .seconds(1) }) ?? true else { return }
+              force || report.state != lastState || lastWrite.map({ $0.duration(to: now) >= .seconds(1) }) ?? true
+        else { return }
         lastJSON = json
+        lastState = report.state
         lastWrite = now
         writer.write(report, waits: force)
     }
