@@ -95,6 +95,35 @@ struct RemoteMirrorTests {
               + "\(f.session.commandsRun) ssh commands over \(f.session.connectionsOpened) connection")
     }
 
+    @Test("rsync's partial exit (23) records only what arrived; a vanished source is nil; a missing remote parent fails its path")
+    func partialTransfer() throws {
+        let f = try Fixture("partialTransfer")
+        for name in ["good", "blocked", "again"] { try LiveFS.writeFile(f.src(Self.b(name)), Self.b("new " + name)) }
+        try LiveFS.mkdir(f.src(Self.b("nodir")), mode: 0o755)
+        try LiveFS.writeFile(f.src(Self.b("nodir/f")), Self.b("x"))
+        // A non-empty directory where "blocked" goes: rsync cannot replace it (exit 23).
+        try LiveFS.makeDirectories(f.remote, "blocked/inside")
+        // "again" is on the remote already with the source's size and mtime but other bytes.
+        try LiveFS.writeFile(f.rem(Self.b("again")), Self.b("old again"))
+        let st = try #require(LiveFS.lstat(f.src(Self.b("again"))))
+        try LiveFS.setTimes(f.rem(Self.b("again")), seconds: st.st_mtim.tv_sec, nanoseconds: st.st_mtim.tv_nsec)
+        let paths = ["good", "blocked", "vanished", "again", "nodir/f"].map(RelativePath.init)
+        let results = f.mirror.install(paths, from: f.sourceFS, io: .serial, logger: .silent)
+        func succeeded(_ i: Int) -> Bool { if case .success(let r?) = results[i].result { r.path == paths[i] } else { false } }
+        #expect(succeeded(0), "\(results[0].result)")
+        #expect(!succeeded(1), "a path rsync could not write is never recorded: \(results[1].result)")
+        if case .success(nil) = results[2].result {} else { Issue.record("vanished: \(results[2].result)") }
+        #expect(succeeded(3) && (try? LiveFS.readFile(f.rem(Self.b("again")))) == Self.b("new again"),
+                "same size and mtime on the remote are sent anyway (--ignore-times)")
+        if case .failure(let error as KeepSyncError) = results[4].result { #expect(error.code == .notFound) } else {
+            Issue.record("missing remote parent: \(results[4].result)")
+        }
+        #expect(LiveFS.lstat(f.rem(Self.b("nodir"))) == nil, "no implied directory made")
+        #expect(f.session.rsyncRuns == 1)
+        let argv = f.mirror.rsyncArguments(fsync: true).map { ByteEscaping.escapeControls($0) }
+        print("RemoteMirrorTests: partial: \(paths.count) paths, 1 rsync run, 2 installed, 1 vanished, 2 failed; rsync argv: \(argv)")
+    }
+
     @Test("a rename of a 100 MiB file is a remote rename: the same inode, no rsync run, one ssh command")
     func renameLargeFile() throws {
         let f = try Fixture("renameLargeFile")
@@ -246,7 +275,13 @@ struct RemoteMirrorTests {
         #expect(try LiveFS.list(f.rem(Self.b("d"))) == [Self.b("l")])
         #expect(try LiveFS.list(f.remote).sorted { $0.lexicographicallyPrecedes($1) } == [Self.b("d")], "the probe left nothing")
         #expect(f.session.rsyncRuns == 0 && f.session.connectionsOpened == 1 && f.session.commandsRun == 10, "\(f.session.commandsRun) commands")
-        print("RemoteMirrorTests: entries: \(f.session.commandsRun) ssh commands over 1 connection")
+        let clock = ContinuousClock(), start = clock.now
+        for _ in 0..<10 { _ = try f.mirror.stat(RelativePath("d")) }
+        let warm = (clock.now - start) / 10
+        f.session.close()
+        #expect(throws: RemoteFailure.self) { _ = try f.mirror.stat(RelativePath("d")) }
+        #expect(f.session.commandsRun == 20 && f.session.connectionsOpened == 1)
+        print("RemoteMirrorTests: entries: \(f.session.commandsRun) ssh commands over 1 connection, a stat over the open master takes \(warm)")
     }
 
     @Test("a paused sshd fails a call as unreachable within the session's timeout; resumed, the next call reconnects")

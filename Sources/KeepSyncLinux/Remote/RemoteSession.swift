@@ -243,7 +243,10 @@ public final class RemoteSession: Sendable {
     /// Opens the master unless one is up: `ssh … DEST true` starts it (ControlMaster=auto,
     /// ControlPersist=yes: it stays in the background), then `-O check` gives its pid.
     private func ensureMaster() throws(RemoteFailure) {
-        if state.withLock({ $0.masterOpen }) { return }
+        let (open, closed) = state.withLock { ($0.masterOpen, $0.closed) }
+        // After close, no call may start a master that nobody would end.
+        if closed { throw RemoteFailure(.remoteCommand, host: host, "the session is closed") }
+        if open { return }
         try opening.withLock { _ throws(RemoteFailure) in
             if state.withLock({ $0.masterOpen || $0.closed }) { return }
             let opened = try spawn(sshArguments + [Array(destination.utf8), Array("true".utf8)], input: [],
