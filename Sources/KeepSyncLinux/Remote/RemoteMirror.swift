@@ -1,0 +1,477 @@
+import Glibc
+import KeepSyncCore
+import Synchronization
+
+/// A mirror on another host over one `RemoteSession`: reads from a remote `find -P
+/// -printf` listing, files installed by one rsync run per batch (NUL-separated list on
+/// stdin, temp + rename on the remote, `--fsync` where the remote rsync has it), entry
+/// changes as NUL-separated lists through fixed remote scripts (`RemoteScript`), the
+/// barrier a remote `sync -f`. Every path is checked on the remote for a symlink among
+/// its ancestors before anything is written. Transport failures throw `RemoteFailure`;
+/// per-path failures are `KeepSyncError`s naming the path. Safe on any thread.
+public final class RemoteMirror: MirrorProviding {
+    /// The connection.
+    public let session: RemoteSession
+    /// Where the mirror is.
+    public let target: RemoteTarget
+    /// The local directory that install paths are relative to (absolute).
+    public let sourceRoot: [UInt8]
+    /// The local rsync program.
+    public let rsync: [UInt8]
+    /// rsync's `--timeout` (seconds without I/O before it gives up).
+    public let rsyncIOTimeout: Int
+
+    private struct State {
+        var inFlight: [RelativePath: Int] = [:]
+    }
+    private let state = Mutex(State())
+
+    /// A mirror at `target` over `session`, installing from `sourceRoot`.
+    public init(session: RemoteSession, target: RemoteTarget, sourceRoot: [UInt8], rsync: [UInt8] = Array("rsync".utf8),
+                rsyncIOTimeout: Int = 60) {
+        precondition(sourceRoot.first == 0x2F, "the source root is an absolute path")
+        self.session = session
+        self.target = target
+        self.sourceRoot = sourceRoot
+        self.rsync = rsync
+        self.rsyncIOTimeout = rsyncIOTimeout
+    }
+
+    // MARK: Reads
+
+    /// `lstat` on the remote; nil when the path (or a parent) is not there.
+    public func stat(_ path: RelativePath) throws -> FileStat? {
+        try statAll([path])[0].map { try $0.get() } ?? nil
+    }
+
+    /// Stats several paths in one round trip: nil when not there; a failure for a path
+    /// behind a symlink.
+    public func statAll(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
+        let replies = try call(RemoteScript.stat, items: paths.map { [try argument($0)] })
+        return zip(paths, replies).map { path, reply in
+            switch reply.token {
+            case "S": return reply.stat.map { .success($0) } ?? .failure(KeepSyncError(.io, "unreadable remote listing", path: path))
+            case "N", "P": return nil
+            default: return .failure(reply.error(path, "stat"))
+            }
+        }
+    }
+
+    /// A remote directory's entries, never through a symlink.
+    public func list(_ directory: RelativePath) throws -> [DirectoryEntry] {
+        let output = try session.run(RemoteScript.batch(target.directory, RemoteScript.list, perCall: 1),
+                                     input: RemoteScript.input([try argument(directory)]))
+        var reader = ReplyReader(output.stdout)
+        guard let token = reader.field() else { throw remoteError(output, path: directory, "list") }
+        switch token {
+        case [0x53]: break
+        case [0x4E], [0x50]: throw KeepSyncError(.notFound, "list: no such directory on \(session.host)", path: directory)
+        case [0x4C]: throw KeepSyncError(.unsafePath, "list: a symlink on the way on \(session.host)", path: directory)
+        default: throw KeepSyncError(.io, "list: \(String(decoding: token.dropFirst(), as: UTF8.self))", path: directory)
+        }
+        var entries: [DirectoryEntry] = []
+        while !reader.atEnd {
+            guard let record = reader.record() else { throw KeepSyncError(.io, "list: a record cut short", path: directory) }
+            entries.append(DirectoryEntry(name: record.name, stat: record.stat))
+        }
+        guard output.status == 0 else { throw remoteError(output, path: directory, "list") }
+        return entries
+    }
+
+    /// Every entry below the root in one round trip (`find -P . -printf`): path, stat and
+    /// link target. What a full pass compares against.
+    public func listTree() throws -> [(path: RelativePath, stat: FileStat, target: [UInt8])] {
+        let output = try session.run(RemoteScript.plain(target.directory,
+                                                        "exec find -P . -mindepth 1 -printf '\(RemoteScript.format)'"))
+        var reader = ReplyReader(output.stdout)
+        var out: [(path: RelativePath, stat: FileStat, target: [UInt8])] = []
+        while !reader.atEnd {
+            guard let record = reader.record() else { throw KeepSyncError(.io, "listing: a record cut short") }
+            out.append((RelativePath(bytes: record.name), record.stat, record.target))
+        }
+        guard output.status == 0 else { throw remoteError(output, path: nil, "find") }
+        return out
+    }
+
+    /// A remote symlink's target.
+    public func readLink(_ path: RelativePath) throws -> [UInt8] {
+        let replies = try call(RemoteScript.stat, items: [[try argument(path)]])
+        guard replies[0].token == "S", let record = replies[0].record else {
+            throw replies[0].token == "N" || replies[0].token == "P"
+                ? KeepSyncError(.notFound, "readlink: not there", path: path) : replies[0].error(path, "readlink")
+        }
+        guard record.stat.kind == .symlink else { throw KeepSyncError(.conflict, "readlink: not a symlink", path: path) }
+        return record.target
+    }
+
+    /// A remote file's bytes, fetched whole (`cat`), as an open file.
+    public func open(_ path: RelativePath) throws -> any SourceFile {
+        guard let stat = try stat(path) else { throw KeepSyncError(.notFound, "open: not there", path: path) }
+        let output = try session.run(RemoteScript.batch(target.directory, RemoteScript.read, perCall: 1),
+                                     input: RemoteScript.input([try argument(path)]))
+        var reader = ReplyReader(output.stdout)
+        guard output.status == 0, reader.field() == [0x53] else {
+            throw KeepSyncError(.notFound, "open: not a regular file on \(session.host)", path: path)
+        }
+        return RemoteFileContents(stat: stat, bytes: reader.rest())
+    }
+
+    // MARK: Entries
+
+    /// `mkdir -m MODE` on the remote; its stat.
+    public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
+        let reply = try call(RemoteScript.makeDirectory, items: [[try argument(path), Self.octal(mode)]], perCall: 2)[0]
+        guard reply.token == "S", let stat = reply.stat else { throw reply.error(path, "mkdir") }
+        return stat
+    }
+
+    /// A symlink made under a temp name and renamed over `path`; its stat.
+    public func makeSymlink(_ path: RelativePath, target link: [UInt8], mtime: Timespec) throws -> FileStat {
+        let temporary = (path.parent ?? .root).appending(TemporaryName.random())
+        let reply = try call(RemoteScript.makeSymlink, items: [[try argument(path), link, Self.touchTime(mtime),
+                                                               try argument(temporary)]], perCall: 4)[0]
+        guard reply.token == "S", let stat = reply.stat else { throw reply.error(path, "symlink") }
+        return stat
+    }
+
+    /// Removes a path and everything below it.
+    public func remove(_ path: RelativePath) throws {
+        precondition(!path.isRoot, "the mirror root is never removed")
+        try removeAll([path])[0].get()
+    }
+
+    /// Removes several paths in one round trip; a result per path.
+    public func removeAll(_ paths: [RelativePath]) throws -> [Result<Void, KeepSyncError>] {
+        let replies = try call(RemoteScript.remove, items: paths.map { [try argument($0)] })
+        return zip(paths, replies).map { path, reply in reply.token == "0" ? .success(()) : .failure(reply.error(path, "remove")) }
+    }
+
+    /// `mv -T` on the remote: no byte of content travels.
+    public func rename(_ from: RelativePath, to: RelativePath) throws {
+        try renameAll([(from, to)])[0].get()
+    }
+
+    /// Several renames in one round trip, in order; a result per pair.
+    public func renameAll(_ pairs: [(from: RelativePath, to: RelativePath)]) throws -> [Result<Void, KeepSyncError>] {
+        let replies = try call(RemoteScript.rename, items: pairs.map { [try argument($0.from), try argument($0.to)] }, perCall: 2)
+        return zip(pairs, replies).map { pair, reply in reply.token == "0" ? .success(()) : .failure(reply.error(pair.from, "rename")) }
+    }
+
+    /// `chmod` and/or `touch -d @S.N` on the remote, never through a symlink.
+    public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
+        let reply = try call(RemoteScript.setAttributes, items: [[try argument(path), mode.map(Self.octal) ?? [0x2D],
+                                                                 mtime.map(Self.touchTime) ?? [0x2D]]], perCall: 3)[0]
+        guard reply.token == "0" else { throw reply.error(path, "set attributes") }
+    }
+
+    /// `sync -f DIR` on the remote (`sync` where `-f` is unknown).
+    public func barrier() throws {
+        _ = try session.check(RemoteScript.plain(target.directory, "sync -f . 2>/dev/null || sync"))
+    }
+
+    /// Removes a leftover temp file, keepsync's (`.keepsync-tmp-…`) or rsync's
+    /// (`.NAME.XXXXXX`), unless an rsync run of this mirror is writing `NAME` now.
+    public func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool {
+        let name = path.name
+        guard TemporaryName.matches(name) || Self.isRsyncTemporary(name) else { return false }
+        if Self.isRsyncTemporary(name), let parent = path.parent {
+            let original = parent.appending(Array(name[1..<(name.count - 7)]))
+            if state.withLock({ $0.inFlight[original] != nil }) { return false }
+        }
+        let reply = try call(RemoteScript.removeLeftover, items: [[try argument(path)]], perCall: 1)[0]
+        switch reply.token {
+        case "0": return true
+        case "N", "P": return false
+        default: throw reply.error(path, "remove leftover")
+        }
+    }
+
+    /// rsync's temp name for `NAME`: `.NAME.` and six letters or digits.
+    public static func isRsyncTemporary(_ name: [UInt8]) -> Bool {
+        guard name.count >= 9, name[0] == 0x2E, name[name.count - 7] == 0x2E else { return false }
+        return name.suffix(6).allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) }
+    }
+
+    /// Writes and removes a small temp file in DIR.
+    public func probe() throws {
+        let reply = try call(RemoteScript.probe, items: [[TemporaryName.random()]], perCall: 1)[0]
+        guard reply.token == "0" else { throw reply.error(RelativePath.root, "probe") }
+    }
+
+    // MARK: Files
+
+    /// Installs a batch through one rsync run (more only for sources that changed during
+    /// it). Before: the remote ancestors are checked (a symlink refuses the path) and the
+    /// old remote inodes noted. After: the remote is stat'ed; a path counts as installed
+    /// only when rsync exited 0, or, after a partial exit (23, 24), when the remote holds
+    /// a new inode of the source's kind, size and mtime. Transport failures fail every path.
+    public func install(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
+                        logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
+        var results: [RelativePath: Result<CopyResult?, any Error>] = [:]
+        var pending = paths
+        var round = 0
+        while !pending.isEmpty {
+            round += 1
+            let changed = installRound(pending, from: source, logger: logger, finalRound: round == 3, into: &results)
+            pending = changed
+        }
+        return paths.map { ($0, results[$0] ?? .failure(KeepSyncError(.io, "not installed", path: $0))) }
+    }
+
+    /// `install`, run whole at `finish` (rsync puts files in place as it goes, so there
+    /// is no earlier step to overlap).
+    public func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
+                             logger: Logger) -> any PendingInstall {
+        DeferredInstall { [self] in install(paths, from: source, io: io, logger: logger) }
+    }
+
+    /// One rsync run over `paths`; fills `results`, returns the paths whose source
+    /// changed during it (to go again unless `finalRound`).
+    private func installRound(_ paths: [RelativePath], from source: any FileSystemProviding, logger: Logger,
+                              finalRound: Bool, into results: inout [RelativePath: Result<CopyResult?, any Error>]) -> [RelativePath] {
+        // The versions copied; a vanished source is nil, not an error.
+        var before: [RelativePath: FileStat] = [:]
+        var send: [RelativePath] = []
+        for path in paths {
+            do {
+                guard let stat = try source.stat(path) else {
+                    results[path] = .success(nil)
+                    continue
+                }
+                guard stat.kind == .regular else {
+                    results[path] = .failure(KeepSyncError(.conflict, "install: not a regular file in the source", path: path))
+                    continue
+                }
+                before[path] = stat
+                send.append(path)
+            } catch { results[path] = .failure(error) }
+        }
+        guard !send.isEmpty else { return [] }
+
+        // Remote ancestors checked, old inodes noted, in one round trip.
+        let old: [Result<FileStat, KeepSyncError>?]
+        do { old = try statAllForInstall(send) } catch {
+            for path in send { results[path] = .failure(error) }
+            return []
+        }
+        var allowed: [RelativePath] = []
+        var oldInode: [RelativePath: UInt64] = [:]
+        for (path, reply) in zip(send, old) {
+            switch reply {
+            case .failure(let error): results[path] = .failure(error)
+            case .success(let stat): oldInode[path] = stat.inode; allowed.append(path)
+            case nil: allowed.append(path)
+            }
+        }
+        guard !allowed.isEmpty else { return [] }
+
+        let outcome: RemoteOutput
+        do { outcome = try runRsync(allowed) } catch {
+            for path in allowed { results[path] = .failure(error) }
+            return []
+        }
+        let partial = outcome.status == 23 || outcome.status == 24
+        let rsyncMessage = String(decoding: outcome.stderr, as: UTF8.self).trimmingNewlines
+        if outcome.status != 0 && !partial {
+            let failure = KeepSyncError(.io, "rsync exited \(outcome.status): \(rsyncMessage)")
+            for path in allowed { results[path] = .failure(KeepSyncError(failure.code, failure.message, path: path)) }
+            return []
+        }
+        if partial { logger.warning("rsync to \(session.host) exited \(outcome.status): \(rsyncMessage)") }
+
+        let after: [Result<FileStat, KeepSyncError>?]
+        do { after = try statAll(allowed) } catch {
+            for path in allowed { results[path] = .failure(error) }
+            return []
+        }
+        var again: [RelativePath] = []
+        for (path, reply) in zip(allowed, after) {
+            let copied = before[path]!
+            let now: FileStat?
+            do { now = try source.currentVersion(path) } catch { now = nil }
+            guard let now else {
+                // Gone from the source meanwhile: whatever arrived is not recorded.
+                results[path] = .success(nil)
+                continue
+            }
+            guard case .success(let remote) = reply else {
+                results[path] = .failure(reply.flatMap { r -> KeepSyncError? in if case .failure(let e) = r { return e }; return nil }
+                                         ?? KeepSyncError(.io, "rsync: not on \(session.host) after the transfer\(partial ? " (exit \(outcome.status): \(rsyncMessage))" : "")", path: path))
+                continue
+            }
+            let arrived = remote.kind == .regular && remote.size == copied.size && remote.mtime == copied.mtime
+                && (!partial || oldInode[path] != remote.inode)
+            guard arrived else {
+                results[path] = .failure(KeepSyncError(.io, "rsync exited \(outcome.status); \(path.escaped) did not arrive: \(rsyncMessage)", path: path))
+                continue
+            }
+            if !now.sameVersion(as: copied) && !finalRound {
+                again.append(path)
+                continue
+            }
+            if !now.sameVersion(as: copied) {
+                results[path] = .failure(KeepSyncError(.sourceChanged, "changed during every transfer", path: path))
+                continue
+            }
+            results[path] = .success(CopyResult(path: path, source: copied, installed: remote))
+        }
+        return again
+    }
+
+    /// The pre-transfer stat: like `statAll`, but a missing parent is an error.
+    private func statAllForInstall(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
+        let replies = try call(RemoteScript.stat, items: paths.map { [try argument($0)] })
+        return zip(paths, replies).map { path, reply in
+            switch reply.token {
+            case "S": return reply.stat.map { .success($0) } ?? .failure(KeepSyncError(.io, "unreadable remote listing", path: path))
+            case "N": return nil
+            case "P": return .failure(KeepSyncError(.notFound, "install: the parent directory is not on \(session.host)", path: path))
+            default: return .failure(reply.error(path, "install"))
+            }
+        }
+    }
+
+    /// The rsync argv for a batch (the list itself goes on stdin).
+    public func rsyncArguments(fsync: Bool) -> [[UInt8]] {
+        var argv: [[UInt8]] = [rsync]
+        let options = ["--protect-args", "--files-from=-", "--from0", "--no-implied-dirs", "--perms", "--times",
+                       "--ignore-times", "--timeout=\(rsyncIOTimeout)"] + (fsync ? ["--fsync"] : [])
+        argv += options.map { Array($0.utf8) }
+        argv.append(Array("--rsync-path=".utf8) + session.rsyncPath)
+        argv.append(Array("-e".utf8))
+        argv.append(session.rsyncShell)
+        argv.append(sourceRoot + (sourceRoot.last == 0x2F ? [] : [0x2F]))
+        let host = target.host.contains(":") ? "[\(target.host)]" : target.host
+        let login = Array((target.user.map { "\($0)@\(host)" } ?? host).utf8)
+        let dir = target.directory.isEmpty || target.directory == [0x2F] ? target.directory : target.directory + [0x2F]
+        argv.append(login + [0x3A] + dir)
+        return argv
+    }
+
+    private func runRsync(_ paths: [RelativePath]) throws -> RemoteOutput {
+        let version = try session.rsyncVersion()
+        state.withLock { s in for p in paths { s.inFlight[p, default: 0] += 1 } }
+        defer {
+            state.withLock { s in
+                for p in paths {
+                    s.inFlight[p, default: 1] -= 1
+                    if s.inFlight[p] == 0 { s.inFlight[p] = nil }
+                }
+            }
+        }
+        // Our own deadline only bounds a stuck rsync; its --timeout notices a silent remote.
+        return try session.runRsync(rsyncArguments(fsync: version.hasFsync), input: RemoteScript.input(paths.map(\.bytes)),
+                                    timeout: .seconds(Int64(rsyncIOTimeout) * 60))
+    }
+
+    // MARK: Helpers
+
+    /// A path as the scripts take it: `.` for the root; refused when a component is empty,
+    /// `.` or `..` (nothing may name outside DIR).
+    private func argument(_ path: RelativePath) throws -> [UInt8] {
+        if path.isRoot { return [0x2E] }
+        for component in path.components where component.isEmpty || component == [0x2E] || component == [0x2E, 0x2E] {
+            throw KeepSyncError(.unsafePath, "not a path below the mirror", path: path)
+        }
+        return path.bytes
+    }
+
+    /// Runs a batch script over `items` (each `perCall` NUL-separated words); one reply per item.
+    private func call(_ body: String, items: [[[UInt8]]], perCall: Int? = nil) throws -> [Reply] {
+        guard !items.isEmpty else { return [] }
+        let output = try session.run(RemoteScript.batch(target.directory, body, perCall: perCall),
+                                     input: RemoteScript.input(items.flatMap { $0 }))
+        var reader = ReplyReader(output.stdout)
+        var replies: [Reply] = []
+        while replies.count < items.count, let token = reader.field() {
+            var reply = Reply(raw: token)
+            if reply.token == "S" { reply.record = reader.record() }
+            replies.append(reply)
+        }
+        guard replies.count == items.count else {
+            let failure = remoteError(output, path: nil, "remote script")
+            throw RemoteFailure(.remoteCommand, host: session.host, "\(replies.count) of \(items.count) answers: \(failure.message)")
+        }
+        return replies
+    }
+
+    private func remoteError(_ output: RemoteOutput, path: RelativePath?, _ call: String) -> KeepSyncError {
+        let text = String(decoding: output.stderr, as: UTF8.self).trimmingNewlines
+        if output.status == 97 { return KeepSyncError(.notFound, "\(call): the mirror directory is not on \(session.host): \(text)", path: path) }
+        return KeepSyncError(.io, "\(call): exit \(output.status) on \(session.host): \(text)", path: path)
+    }
+
+    /// `755`.
+    static func octal(_ mode: UInt32) -> [UInt8] { Array(String(mode & 0o7777, radix: 8).utf8) }
+
+    /// `@SECONDS.NANOSECONDS` as GNU touch -d takes it.
+    static func touchTime(_ t: Timespec) -> [UInt8] {
+        let ns = String(t.nanoseconds)
+        return Array("@\(t.seconds).\(String(repeating: "0", count: max(0, 9 - ns.count)))\(ns)".utf8)
+    }
+
+    /// One item's answer.
+    struct Reply {
+        let raw: [UInt8]
+        var record: (name: [UInt8], stat: FileStat, target: [UInt8])?
+        init(raw: [UInt8]) { self.raw = raw }
+
+        /// The token's first letter (`0`, `S`, `L`, `N`, `P`, `E`).
+        var token: String { raw.first.map { String(UnicodeScalar($0)) } ?? "" }
+        var stat: FileStat? { record?.stat }
+
+        /// The error this answer means for `path`.
+        func error(_ path: RelativePath, _ call: String) -> KeepSyncError {
+            switch token {
+            case "L": return KeepSyncError(.unsafePath, "\(call): refused, a symlink on the remote path", path: path)
+            case "N": return KeepSyncError(.notFound, "\(call): not on the remote", path: path)
+            case "P": return KeepSyncError(.notFound, "\(call): the parent directory is not on the remote", path: path)
+            case "E":
+                let text = String(decoding: raw.dropFirst(), as: UTF8.self)
+                let conflict = ["File exists", "not empty", "cannot overwrite", "Is a directory", "Not a directory"]
+                if conflict.contains(where: text.contains) { return KeepSyncError(.conflict, "\(call): \(text)", path: path) }
+                if text.contains("No space left") || text.contains("quota") { return KeepSyncError(.noSpace, "\(call): \(text)", path: path) }
+                if text.contains("Read-only file system") { return KeepSyncError(.readOnly, "\(call): \(text)", path: path) }
+                if text.contains("Permission denied") || text.contains("Operation not permitted") {
+                    return KeepSyncError(.permissionDenied, "\(call): \(text)", path: path)
+                }
+                return KeepSyncError(.io, "\(call): \(text)", path: path)
+            default: return KeepSyncError(.io, "\(call): unexpected answer from the remote", path: path)
+            }
+        }
+    }
+}
+
+/// A pending install that runs the whole install at `finish`.
+final class DeferredInstall: PendingInstall {
+    private let work: () -> [(path: RelativePath, result: Result<CopyResult?, any Error>)]
+
+    init(_ work: @escaping () -> [(path: RelativePath, result: Result<CopyResult?, any Error>)]) { self.work = work }
+
+    /// Nothing to start early.
+    func commit() {}
+    /// Runs the install.
+    func finish() -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] { work() }
+}
+
+/// A remote file's bytes held in memory.
+final class RemoteFileContents: SourceFile {
+    let stat: FileStat
+    private var bytes: [UInt8]
+    private var offset = 0
+
+    init(stat: FileStat, bytes: [UInt8]) {
+        self.stat = stat
+        self.bytes = bytes
+    }
+
+    func read(upTo count: Int) throws -> [UInt8] {
+        let end = min(bytes.count, offset + count)
+        defer { offset = end }
+        return Array(bytes[offset..<end])
+    }
+
+    func currentStat() throws -> FileStat { stat }
+
+    func close() { bytes = [] }
+}

@@ -1,0 +1,185 @@
+import KeepSyncCore
+
+/// The remote side's fixed scripts. Each enters DIR (quoted once, `'…'` with `'\''`),
+/// then hands its stdin, NUL-separated, to `xargs -0 sh -c 'BODY' sh`: paths only ever
+/// travel as arguments of that inner shell, never inside command text. The inner body
+/// answers per item with a NUL-terminated token: `0` done, `S` then a `find -printf`
+/// record, `L` a symlink on the way (refused), `N` not there, `P` parent missing,
+/// `E…` an error with its message.
+enum RemoteScript {
+    /// `find -printf`: kind, mode, size, mtime, ctime, device, inode, links; then the
+    /// name (relative to the starting point) and the link target, each NUL-terminated.
+    static let format = "%y %m %s %T@ %C@ %D %i %n\\0%P\\0%l\\0"
+
+    /// Helpers of every body. `chk P`: each proper ancestor of P below DIR is a real
+    /// directory (2: a symlink, 3: missing or not a directory).
+    static let prelude = """
+        set -f; \
+        chk() { r=$1; d=.; while :; do case $r in */*) d=$d/${r%%/*}; r=${r#*/}; \
+        if [ -L "$d" ]; then return 2; fi; if [ ! -d "$d" ]; then return 3; fi;; *) return 0;; esac; done; }; \
+        bad() { if [ $1 = 2 ]; then printf "L\\0"; else printf "P\\0"; fi; }; \
+        ok() { printf "0\\0"; }; \
+        err() { printf "E%s\\0" "$1"; }; \
+        st() { printf "S\\0"; find -P "./$1" -maxdepth 0 -printf "\(format)"; };
+        """
+
+    /// Before an rsync run and for `stat`: per path, its record, or why there is none.
+    static let stat = """
+        for p do chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
+        elif [ -e "./$p" ] || [ -L "./$p" ]; then st "$p"; else printf "N\\0"; fi; done
+        """
+    /// One directory's entries (`S` then records), its own components checked too.
+    static let list = """
+        p=$1; chk "$p/x"; c=$?; if [ $c != 0 ]; then bad $c; elif [ -L "./$p" ]; then printf "L\\0"; \
+        elif [ ! -d "./$p" ]; then printf "N\\0"; \
+        else printf "S\\0"; find -P "./$p" -mindepth 1 -maxdepth 1 -printf "\(format)"; fi
+        """
+    /// PATH MODE.
+    static let makeDirectory = """
+        p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
+        elif e=$(mkdir -m "$2" -- "./$p" 2>&1); then st "$p"; else err "$e"; fi
+        """
+    /// PATH TARGET @MTIME TEMP: made under the temp name, then renamed over PATH.
+    static let makeSymlink = """
+        p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
+        elif e=$( { ln -s -- "$2" "./$4" && touch -h -d "$3" -- "./$4" && mv -fT -- "./$4" "./$p"; } 2>&1 ); \
+        then st "$p"; else rm -f -- "./$4"; err "$e"; fi
+        """
+    /// PATH...: each removed with everything below (directories made writable first
+    /// when a plain `rm -rf` fails); a missing path is done.
+    static let remove = """
+        for p do chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; elif e=$(rm -rf -- "./$p" 2>&1); then ok; \
+        else find -P "./$p" -type d -exec chmod u+rwx -- {} + 2>/dev/null; \
+        if e=$(rm -rf -- "./$p" 2>&1); then ok; else err "$e"; fi; fi; done
+        """
+    /// FROM TO.
+    static let rename = """
+        a=$1; b=$2; chk "$a"; c=$?; if [ $c = 0 ]; then chk "$b"; c=$?; fi; if [ $c != 0 ]; then bad $c; \
+        elif [ ! -e "./$a" ] && [ ! -L "./$a" ]; then printf "N\\0"; \
+        elif e=$(mv -fT -- "./$a" "./$b" 2>&1); then ok; else err "$e"; fi
+        """
+    /// PATH MODE|- @MTIME|-: never through a symlink.
+    static let setAttributes = """
+        p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; elif [ -L "./$p" ]; then printf "L\\0"; \
+        elif [ ! -e "./$p" ]; then printf "N\\0"; \
+        elif e=$( { if [ "$2" != - ]; then chmod -- "$2" "./$p"; fi && \
+        if [ "$3" != - ]; then touch -c -d "$3" -- "./$p"; fi; } 2>&1 ); then ok; else err "$e"; fi
+        """
+    /// PATH: removed when it is a regular file.
+    static let removeLeftover = """
+        p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
+        elif [ -f "./$p" ] && [ ! -L "./$p" ]; then if e=$(rm -f -- "./$p" 2>&1); then ok; else err "$e"; fi; \
+        else printf "N\\0"; fi
+        """
+    /// NAME: a small file written and removed in DIR.
+    static let probe = """
+        if e=$( { printf x > "./$1" && rm -f -- "./$1"; } 2>&1 ); then ok; else rm -f -- "./$1"; err "$e"; fi
+        """
+    /// PATH: `S` then the file's bytes.
+    static let read = """
+        p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; elif [ -L "./$p" ] || [ ! -f "./$p" ]; then printf "N\\0"; \
+        else printf "S\\0"; cat -- "./$p"; fi
+        """
+
+    /// `'bytes'`, each `'` written `'\''`: one word for the remote shell.
+    static func quoted(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = [0x27]
+        for b in bytes {
+            if b == 0x27 { out += Array("'\\''".utf8) } else { out.append(b) }
+        }
+        out.append(0x27)
+        return out
+    }
+
+    /// `LC_ALL=C`, then into DIR (the login directory when empty), 97 when that fails.
+    static func enter(_ directory: [UInt8]) -> [UInt8] {
+        Array("LC_ALL=C; export LC_ALL; umask 022; cd -- ".utf8) + quoted(directory.isEmpty ? [0x2E] : directory)
+            + Array(" || exit 97; ".utf8)
+    }
+
+    /// The command line: enter DIR, then `xargs -0 -r [-n COUNT] sh -c 'PRELUDE BODY' sh`.
+    static func batch(_ directory: [UInt8], _ body: String, perCall: Int? = nil) -> [UInt8] {
+        precondition(!body.contains("'") && !prelude.contains("'"), "an inner script is single-quoted once")
+        let count = perCall.map { "-n \($0) " } ?? ""
+        return enter(directory) + Array("exec xargs -0 -r \(count)sh -c '\(prelude) \(body)' sh".utf8)
+    }
+
+    /// Enter DIR, then `tail` (a fixed command, no data).
+    static func plain(_ directory: [UInt8], _ tail: String) -> [UInt8] {
+        enter(directory) + Array(tail.utf8)
+    }
+
+    /// `items`, each NUL-terminated.
+    static func input(_ items: [[UInt8]]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(items.reduce(0) { $0 + $1.count + 1 })
+        for item in items {
+            out += item
+            out.append(0)
+        }
+        return out
+    }
+}
+
+/// Reads a reply: NUL-terminated fields, in order.
+struct ReplyReader {
+    let bytes: [UInt8]
+    var offset = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    /// True when nothing is left.
+    var atEnd: Bool { offset >= bytes.count }
+
+    /// The next field (without its NUL); nil at the end or on a field cut short.
+    mutating func field() -> [UInt8]? {
+        guard offset < bytes.count, let end = bytes[offset...].firstIndex(of: 0) else { return nil }
+        defer { offset = end + 1 }
+        return Array(bytes[offset..<end])
+    }
+
+    /// The rest, unsplit.
+    mutating func rest() -> [UInt8] {
+        defer { offset = bytes.count }
+        return offset < bytes.count ? Array(bytes[offset...]) : []
+    }
+
+    /// A `find -printf` record: name, stat and link target.
+    mutating func record() -> (name: [UInt8], stat: FileStat, target: [UInt8])? {
+        guard let header = field(), let name = field(), let target = field(),
+              let stat = Self.parse(header) else { return nil }
+        return (name, stat, target)
+    }
+
+    /// `f 644 12 1700000000.1234567890 1700000000.1234567890 65024 123 1` -> a stat.
+    static func parse(_ header: [UInt8]) -> FileStat? {
+        let words = header.split(separator: 0x20).map { String(decoding: $0, as: UTF8.self) }
+        guard words.count == 8, let mode = UInt32(words[1], radix: 8), let size = UInt64(words[2]),
+              let mtime = timespec(words[3]), let ctime = timespec(words[4]), let device = UInt64(words[5]),
+              let inode = UInt64(words[6]), let links = UInt32(words[7]) else { return nil }
+        let kind: FileKind
+        switch words[0] {
+        case "f": kind = .regular
+        case "d": kind = .directory
+        case "l": kind = .symlink
+        default: kind = .special
+        }
+        var stat = FileStat(kind: kind, mode: mode & 0o7777, size: size, mtime: mtime, ctime: ctime, device: device, inode: inode)
+        stat.links = links
+        return stat
+    }
+
+    /// `SECONDS.FRACTION` (find prints 10 digits) -> seconds and nanoseconds.
+    static func timespec(_ text: String) -> Timespec? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard let seconds = Int64(parts[0]) else { return nil }
+        guard parts.count > 1 else { return Timespec(seconds: seconds, nanoseconds: 0) }
+        let digits = String((parts[1] + "000000000").prefix(9))
+        guard let nanoseconds = Int64(digits) else { return nil }
+        // A time before 1970: -1.25 is -2 s + 0.75 s.
+        if parts[0].hasPrefix("-"), nanoseconds > 0 {
+            return Timespec(seconds: seconds - 1, nanoseconds: 1_000_000_000 - nanoseconds)
+        }
+        return Timespec(seconds: seconds, nanoseconds: nanoseconds)
+    }
+}

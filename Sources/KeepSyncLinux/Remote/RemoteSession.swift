@@ -1,0 +1,357 @@
+import Glibc
+import KeepSyncCore
+import Synchronization
+
+/// Why a remote call failed, as the agent needs to tell it apart.
+public struct RemoteFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The class of failure.
+    public enum Kind: String, Sendable, Equatable {
+        /// The host did not answer (refused, timed out, no route, or our own deadline).
+        case unreachable
+        /// ssh said `Permission denied`: retrying will not help.
+        case authentication
+        /// The connection worked; the remote command failed.
+        case remoteCommand
+    }
+
+    /// The class.
+    public var kind: Kind
+    /// The host.
+    public var host: String
+    /// What happened, with ssh's or the command's own words.
+    public var message: String
+
+    /// A failure.
+    public init(_ kind: Kind, host: String, _ message: String) {
+        self.kind = kind
+        self.host = host
+        self.message = message
+    }
+
+    /// `HOST: unreachable: …`.
+    public var description: String { "\(host): \(kind.rawValue): \(message)" }
+}
+
+/// A remote command's result: exit status and output (the connection worked).
+public struct RemoteOutput: Sendable {
+    /// The remote command's exit status.
+    public var status: Int32
+    /// What it wrote to stdout.
+    public var stdout: [UInt8]
+    /// What it wrote to stderr.
+    public var stderr: [UInt8]
+    /// How long the call took.
+    public var elapsed: Duration
+}
+
+/// The remote rsync, as `rsync --version` names it.
+public struct RemoteRsyncVersion: Sendable, Equatable {
+    /// `rsync --version`'s first line.
+    public var line: String
+    /// Major, minor, patch (0.0.0 when the line did not parse).
+    public var version: (Int, Int, Int)
+    /// rsync 3.2.4 and later fsync each file before its rename (`--fsync`).
+    public var hasFsync: Bool { version >= (3, 2, 4) }
+
+    /// Parses `rsync  version 3.2.7  protocol version 31`.
+    public init(line: String) {
+        self.line = line
+        let words = line.split(separator: " ")
+        let number = words.firstIndex(of: "version").map { words.index(after: $0) }.flatMap { $0 < words.endIndex ? words[$0] : nil }
+        let parts = (number ?? "").split(whereSeparator: { !$0.isNumber }).prefix(3).compactMap { Int($0) }
+        version = (parts.count > 0 ? parts[0] : 0, parts.count > 1 ? parts[1] : 0, parts.count > 2 ? parts[2] : 0)
+    }
+
+    /// Same line, same version.
+    public static func == (a: Self, b: Self) -> Bool { a.line == b.line }
+}
+
+/// One persistent, multiplexed ssh connection to a remote mirror's host for the life of
+/// the value (`ControlMaster`, its socket in a private directory), reopened when it
+/// drops. Runs fixed remote scripts with their data on stdin, under a deadline that
+/// kills the client; rsync runs go over the same master (`rsyncShell`). Safe on any thread.
+public final class RemoteSession: Sendable {
+    /// Timeouts and keep-alives.
+    public struct Timing: Sendable {
+        /// ssh's `ConnectTimeout`, seconds: how long a new connection may take.
+        public var connectSeconds: Int
+        /// `ServerAliveInterval` seconds and `ServerAliveCountMax`: a master over a dead
+        /// link ends after about their product.
+        public var aliveInterval: Int
+        /// See `aliveInterval`.
+        public var aliveCount: Int
+        /// The deadline of one remote command; the client is killed past it.
+        public var command: Duration
+
+        /// Timings.
+        public init(connectSeconds: Int = 10, aliveInterval: Int = 5, aliveCount: Int = 3, command: Duration = .seconds(60)) {
+            self.connectSeconds = connectSeconds
+            self.aliveInterval = aliveInterval
+            self.aliveCount = aliveCount
+            self.command = command
+        }
+    }
+
+    /// The host, for messages.
+    public let host: String
+    /// ssh's destination, `[user@]host`.
+    public let destination: String
+    /// The rsync program on the remote (`--rsync-path`).
+    public let rsyncPath: [UInt8]
+    /// The timings.
+    public let timing: Timing
+    /// The private directory holding the control socket.
+    public let controlDirectory: [UInt8]
+    /// ssh's argv up to (without) the destination: the user's words with our options
+    /// right after the program (ssh takes an option's first value).
+    public let sshArguments: [[UInt8]]
+
+    private struct State {
+        var masterOpen = false
+        var masterPid: pid_t?
+        var connections = 0
+        var commands = 0
+        var rsyncRuns = 0
+        var rsync: RemoteRsyncVersion?
+        var closed = false
+    }
+    private let state = Mutex(State())
+    /// Serializes opening and closing the master.
+    private let opening = Mutex(())
+
+    /// A session to `destination` through `ssh` (the user's ssh words, e.g. `["ssh", "-p",
+    /// "2222"]`). Connects lazily, on the first call.
+    public init(ssh: [[UInt8]], destination: String, host: String, rsyncPath: [UInt8] = Array("rsync".utf8),
+                timing: Timing = Timing()) throws {
+        self.host = host
+        self.destination = destination
+        self.rsyncPath = rsyncPath
+        self.timing = timing
+        var template = Array("/tmp/keepsync-ssh-XXXXXX".utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+            throw KeepSyncError(.io, "mkdtemp for the ssh control socket: \(String(cString: strerror(errno)))")
+        }
+        controlDirectory = template.dropLast().map { UInt8(bitPattern: $0) }
+        let words = ssh.isEmpty ? [Array("ssh".utf8)] : ssh
+        let ours = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=\(timing.connectSeconds)",
+                    "-o", "ServerAliveInterval=\(timing.aliveInterval)", "-o", "ServerAliveCountMax=\(timing.aliveCount)",
+                    "-o", "ControlMaster=auto", "-o", "ControlPersist=yes"].map { Array($0.utf8) }
+            + [Array("-o".utf8), Array("ControlPath=".utf8) + controlDirectory + Array("/cm-%C".utf8)]
+        sshArguments = [words[0]] + ours + words.dropFirst()
+    }
+
+    /// A session for a remote mirror's settings.
+    public convenience init(settings: Settings, timing: Timing = Timing()) throws {
+        guard let remote = settings.remote else { throw KeepSyncError(.configuration, "not a remote mirror") }
+        try self.init(ssh: settings.sshCommand, destination: remote.destination, host: remote.host,
+                      rsyncPath: settings.rsyncPath, timing: timing)
+    }
+
+    deinit { close() }
+
+    // MARK: Counters
+
+    /// Connections (ssh masters) this session opened.
+    public var connectionsOpened: Int { state.withLock { $0.connections } }
+    /// Remote commands run (the master's opening not counted).
+    public var commandsRun: Int { state.withLock { $0.commands } }
+    /// rsync runs started.
+    public var rsyncRuns: Int { state.withLock { $0.rsyncRuns } }
+
+    // MARK: Commands
+
+    /// Runs `script` (one line for the remote login shell, a POSIX sh) over the master
+    /// with `input` on its stdin; the output whatever its exit status. Throws
+    /// `RemoteFailure` when the host is unreachable (our deadline included: the client is
+    /// killed and the master closed) or refuses the login.
+    public func run(_ script: [UInt8], input: [UInt8] = [], timeout: Duration? = nil) throws(RemoteFailure) -> RemoteOutput {
+        try ensureMaster()
+        state.withLock { $0.commands += 1 }
+        let deadline = timeout ?? timing.command
+        let result = try spawn(sshArguments + [Array(destination.utf8), script], input: input, timeout: deadline)
+        if result.timedOut {
+            closeMaster()
+            throw RemoteFailure(.unreachable, host: host, "no answer within \(deadline)")
+        }
+        if result.status == 255 {
+            let failure = classify(result.stderr)
+            if failure.kind != .remoteCommand { closeMaster() }
+            throw failure
+        }
+        return RemoteOutput(status: result.status, stdout: result.stdout, stderr: result.stderr, elapsed: result.elapsed)
+    }
+
+    /// `run`, throwing `.remoteCommand` with its stderr unless it exits 0.
+    public func check(_ script: [UInt8], input: [UInt8] = [], timeout: Duration? = nil) throws(RemoteFailure) -> RemoteOutput {
+        let output = try run(script, input: input, timeout: timeout)
+        guard output.status == 0 else {
+            throw RemoteFailure(.remoteCommand, host: host,
+                                "exit \(output.status): \(String(decoding: output.stderr, as: UTF8.self).trimmingNewlines)")
+        }
+        return output
+    }
+
+    /// The remote rsync's version, asked once (`RSYNC --version`).
+    public func rsyncVersion() throws(RemoteFailure) -> RemoteRsyncVersion {
+        if let known = state.withLock({ $0.rsync }) { return known }
+        let output = try check(rsyncPath + Array(" --version".utf8))
+        let first = String(decoding: output.stdout.prefix { $0 != 0x0A }, as: UTF8.self)
+        let version = RemoteRsyncVersion(line: first)
+        state.withLock { $0.rsync = version }
+        return version
+    }
+
+    /// The ssh command as rsync's `-e` takes it: every word double-quoted (rsync splits
+    /// it again, `\` escaping inside double quotes), the control options included.
+    public var rsyncShell: [UInt8] {
+        var out: [UInt8] = []
+        for word in sshArguments {
+            if !out.isEmpty { out.append(0x20) }
+            out.append(0x22)
+            for b in word {
+                if b == 0x22 || b == 0x5C { out.append(0x5C) }
+                out.append(b)
+            }
+            out.append(0x22)
+        }
+        return out
+    }
+
+    /// Runs local rsync (`argv`, `argv[0]` the program) after making sure the master is
+    /// up, `input` on its stdin; its exit status is for the caller, except that an ssh
+    /// failure (unreachable, authentication) or our deadline throws.
+    public func runRsync(_ argv: [[UInt8]], input: [UInt8], timeout: Duration) throws(RemoteFailure) -> RemoteOutput {
+        try ensureMaster()
+        state.withLock { $0.rsyncRuns += 1 }
+        let result = try spawn(argv, input: input, timeout: timeout)
+        if result.timedOut {
+            closeMaster()
+            throw RemoteFailure(.unreachable, host: host, "rsync: no progress within \(timeout)")
+        }
+        if result.status == 255 || result.status == 12 || result.status == 35 || result.status == 30 {
+            let failure = classify(result.stderr)
+            if failure.kind != .remoteCommand {
+                closeMaster()
+                throw failure
+            }
+        }
+        return RemoteOutput(status: result.status, stdout: result.stdout, stderr: result.stderr, elapsed: result.elapsed)
+    }
+
+    // MARK: The master
+
+    /// Opens the master unless one is up: `ssh … DEST true` starts it (ControlMaster=auto,
+    /// ControlPersist=yes: it stays in the background), then `-O check` gives its pid.
+    private func ensureMaster() throws(RemoteFailure) {
+        let (open, closed) = state.withLock { ($0.masterOpen, $0.closed) }
+        // After close, no call may start a master that nobody would end.
+        if closed { throw RemoteFailure(.remoteCommand, host: host, "the session is closed") }
+        if open { return }
+        try opening.withLock { _ throws(RemoteFailure) in
+            if state.withLock({ $0.masterOpen || $0.closed }) { return }
+            let opened = try spawn(sshArguments + [Array(destination.utf8), Array("true".utf8)], input: [],
+                                   timeout: .seconds(Int64(timing.connectSeconds) + 15))
+            state.withLock { $0.connections += 1 }
+            if opened.timedOut {
+                killMaster(nil)
+                throw RemoteFailure(.unreachable, host: host, "connecting took longer than \(timing.connectSeconds + 15) s")
+            }
+            guard opened.status == 0 else {
+                killMaster(nil)
+                let failure = classify(opened.stderr)
+                throw failure.kind == .remoteCommand
+                    ? RemoteFailure(.remoteCommand, host: host, "true exited \(opened.status): \(failure.message)") : failure
+            }
+            let checked = try? spawn(sshArguments + [Array("-O".utf8), Array("check".utf8), Array(destination.utf8)],
+                                     input: [], timeout: .seconds(10))
+            let pid = checked.flatMap { Self.masterPid(String(decoding: $0.stderr, as: UTF8.self)) }
+            state.withLock {
+                $0.masterOpen = true
+                $0.masterPid = pid
+            }
+        }
+    }
+
+    /// `Master running (pid=1234)` -> 1234.
+    static func masterPid(_ text: String) -> pid_t? {
+        let bytes = Array(text.utf8), key = Array("pid=".utf8)
+        guard bytes.count > key.count,
+              let at = (0...(bytes.count - key.count)).first(where: { bytes[$0..<($0 + key.count)].elementsEqual(key) }) else { return nil }
+        return pid_t(String(decoding: bytes[(at + key.count)...].prefix { $0 >= 0x30 && $0 <= 0x39 }, as: UTF8.self))
+    }
+
+    /// Ends the master (a hung or dropped one) so that the next call opens a new one:
+    /// `ssh -O exit`, then SIGTERM to its pid, and the socket removed.
+    public func closeMaster() {
+        opening.withLock { _ in
+            let pid = state.withLock { s -> pid_t? in
+                s.masterOpen = false
+                defer { s.masterPid = nil }
+                return s.masterPid
+            }
+            killMaster(pid)
+        }
+    }
+
+    private func killMaster(_ pid: pid_t?) {
+        _ = try? spawn(sshArguments + [Array("-O".utf8), Array("exit".utf8), Array(destination.utf8)], input: [],
+                       timeout: .seconds(5))
+        if let pid, pid > 1 { kill(pid, SIGTERM) }
+        // A socket left behind would be tried (and fail) by the next ssh.
+        for name in (try? Sys.readDirectoryPath(controlDirectory)) ?? [] where name.starts(with: Array("cm-".utf8)) {
+            _ = withCPath(controlDirectory + [0x2F] + name) { Glibc.unlink($0) }
+        }
+    }
+
+    /// Closes the master and removes the private directory. Idempotent.
+    public func close() {
+        let first = state.withLock { s in
+            defer { s.closed = true }
+            return !s.closed
+        }
+        guard first else { return }
+        let pid = state.withLock { $0.masterPid }
+        killMaster(pid)
+        state.withLock { $0.masterOpen = false }
+        _ = withCPath(controlDirectory) { rmdir($0) }
+    }
+
+    // MARK: Helpers
+
+    private func spawn(_ argv: [[UInt8]], input: [UInt8], timeout: Duration) throws(RemoteFailure) -> CapturedRun {
+        do throws(Errno) { return try Sys.runCaptured(argv, input: input, timeout: timeout) } catch {
+            throw RemoteFailure(.remoteCommand, host: host, "cannot run \(String(decoding: argv[0], as: UTF8.self)): \(error.text)")
+        }
+    }
+
+    /// ssh's words on stderr -> the kind: `Permission denied` is authentication; refused,
+    /// timed out, no route, a name that does not resolve, a closed or reset connection
+    /// are unreachable; anything else is the remote command's.
+    public func classify(_ stderr: [UInt8]) -> RemoteFailure {
+        let text = String(decoding: stderr, as: UTF8.self).trimmingNewlines
+        if text.contains("Permission denied") || text.contains("Too many authentication failures")
+            || text.contains("Host key verification failed") {
+            // ssh's last line says it (`user@host: Permission denied (publickey).`).
+            let last = text.split(whereSeparator: \.isNewline).last.map(String.init) ?? text
+            return RemoteFailure(.authentication, host: host, last)
+        }
+        if text.contains("command not found") || text.contains("No such file or directory") {
+            return RemoteFailure(.remoteCommand, host: host, text)
+        }
+        let unreachable = ["Connection refused", "timed out", "No route to host", "Network is unreachable",
+                           "Could not resolve hostname", "Connection closed", "Connection reset", "Broken pipe",
+                           "Name or service not known", "Temporary failure in name resolution",
+                           "connection unexpectedly closed", "kex_exchange_identification", "Timeout, server"]
+        if unreachable.contains(where: text.contains) { return RemoteFailure(.unreachable, host: host, text) }
+        return RemoteFailure(.remoteCommand, host: host, text.isEmpty ? "failed without a message" : text)
+    }
+}
+
+extension String {
+    /// Without trailing line breaks and carriage returns.
+    var trimmingNewlines: String {
+        var s = Substring(self)
+        while let last = s.last, last.isNewline { s = s.dropLast() }
+        return String(s)
+    }
+}

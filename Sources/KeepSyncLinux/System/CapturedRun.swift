@@ -1,0 +1,147 @@
+import Glibc
+import KeepSyncCore
+
+/// A child run to its end (or killed at its deadline): status, output, timing.
+struct CapturedRun: Sendable {
+    /// Exit status, 128 + signal when killed.
+    var status: Int32
+    /// What it wrote to stdout.
+    var stdout: [UInt8]
+    /// What it wrote to stderr.
+    var stderr: [UInt8]
+    /// True when the deadline passed and its process group was killed.
+    var timedOut: Bool
+    /// From spawn to end.
+    var elapsed: Duration
+}
+
+extension Sys {
+    /// `posix_spawnp` of `argv` in a process group of its own, `input` on stdin (from an
+    /// unlinked temp file: no SIGPIPE, no deadlock on a large list), stdout and stderr
+    /// captured. At `timeout` the whole group gets SIGKILL (rsync's ssh child too). Once
+    /// the child exited, its pipes are drained for at most `drain` (a background ssh
+    /// master may hold a copy).
+    static func runCaptured(_ argv: [[UInt8]], input: [UInt8], timeout: Duration,
+                            drain: Duration = .milliseconds(500)) throws(Errno) -> CapturedRun {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let inputFile = try unlinkedFile(holding: input)
+        defer { inputFile.close() }
+        let out = try pipe()
+        let err: (read: FileDescriptor, write: FileDescriptor)
+        do throws(Errno) { err = try pipe() } catch {
+            out.read.close(); out.write.close()
+            throw error
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, inputFile.rawValue, 0)
+        posix_spawn_file_actions_adddup2(&actions, out.write.rawValue, 1)
+        posix_spawn_file_actions_adddup2(&actions, err.write.rawValue, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for s in [SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGPIPE, SIGQUIT] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
+        let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { bytes in
+            let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+            for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
+            p[bytes.count] = 0
+            return p
+        } + [nil]
+        defer { for p in cArgs { p?.deallocate() } }
+        var pid: pid_t = 0
+        let rc = posix_spawnp(&pid, cArgs[0]!, &actions, &attributes, cArgs, environ)
+        out.write.close()
+        err.write.close()
+        guard rc == 0 else {
+            out.read.close(); err.read.close()
+            throw Errno(rawValue: rc)
+        }
+
+        var stdout: [UInt8] = [], stderr: [UInt8] = []
+        var fds = [pollfd(fd: out.read.rawValue, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: err.read.rawValue, events: Int16(POLLIN), revents: 0)]
+        let deadline = start + timeout
+        var status: Int32?
+        var drainUntil: ContinuousClock.Instant?
+        var timedOut = false
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+        defer { buffer.deallocate() }
+        while fds.contains(where: { $0.fd >= 0 }) {
+            if status == nil, let done = reapIfExited(pid) {
+                status = done
+                drainUntil = clock.now + drain
+            }
+            let remaining = clock.now.duration(to: min(deadline, drainUntil ?? deadline))
+            if remaining <= .zero {
+                if status == nil {
+                    timedOut = true
+                    kill(-pid, SIGKILL)
+                }
+                break
+            }
+            // Short slices: an exit is noticed while a grandchild holds a pipe.
+            let ms = Int32(min(remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1, 50))
+            if poll(&fds, nfds_t(fds.count), ms) < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            for i in fds.indices where fds[i].fd >= 0 && fds[i].revents != 0 {
+                let n = read(fds[i].fd, buffer.baseAddress, buffer.count)
+                if n > 0 {
+                    if i == 0 { stdout += buffer[0..<n] } else { stderr += buffer[0..<n] }
+                } else if n == 0 || (errno != EINTR && errno != EAGAIN) {
+                    Glibc.close(fds[i].fd)
+                    fds[i].fd = -1
+                }
+            }
+        }
+        for f in fds where f.fd >= 0 { Glibc.close(f.fd) }
+        if status == nil {
+            // Both pipes closed before the deadline: the child is ending; past it, killed.
+            if !timedOut && clock.now >= deadline {
+                timedOut = true
+                kill(-pid, SIGKILL)
+            }
+            var raw: Int32 = 0
+            while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
+            status = raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+        }
+        if timedOut { kill(-pid, SIGKILL) }
+        return CapturedRun(status: status!, stdout: stdout, stderr: stderr, timedOut: timedOut, elapsed: clock.now - start)
+    }
+
+    /// `waitpid(WNOHANG)`: the exit status once `pid` ended, nil while it runs.
+    private static func reapIfExited(_ pid: pid_t) -> Int32? {
+        var raw: Int32 = 0
+        guard waitpid(pid, &raw, WNOHANG) == pid else { return nil }
+        return raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+    }
+
+    /// An unlinked temp file in /tmp holding `bytes`, at offset 0, close-on-exec.
+    private static func unlinkedFile(holding bytes: [UInt8]) throws(Errno) -> FileDescriptor {
+        var template = Array("/tmp/keepsync-stdin-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw Errno.current }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        Glibc.unlink(template)
+        let file = FileDescriptor(rawValue: fd)
+        do throws(Errno) {
+            try file.writeAll(bytes)
+            try file.seek(to: 0)
+        } catch {
+            file.close()
+            throw error
+        }
+        return file
+    }
+}
