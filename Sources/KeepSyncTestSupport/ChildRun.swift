@@ -77,35 +77,25 @@ extension ChildSpawning {
         let inputFile = input.isEmpty ? -1 : try unlinkedFile(holding: input)
         defer { if inputFile >= 0 { close(inputFile) } }
 
-        let cArgs = cStrings(argv)
-        let cEnv = environmentStrings(environment)
-        defer {
-            release(cArgs)
-            release(cEnv)
-        }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        if inputFile >= 0 {
-            posix_spawn_file_actions_adddup2(&actions, inputFile, 0)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        }
-        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
-        if let closeFrom = addCloseFrom { _ = closeFrom(&actions, 3) }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(resetSignals(&attributes)))
-
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, cArgs[0]!, &actions, &attributes, cArgs, cEnv)
-        close(outPipe[1])
-        close(errPipe[1])
-        guard rc == 0 else {
+        let pid: pid_t
+        do {
+            // The write ends are the child's alone once it runs (or none runs).
+            defer {
+                close(outPipe[1])
+                close(errPipe[1])
+            }
+            pid = try spawn(argv, environment: environment) { actions in
+                if inputFile >= 0 {
+                    posix_spawn_file_actions_adddup2(&actions, inputFile, 0)
+                } else {
+                    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+                }
+                posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+                posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+            }
+        } catch {
             close(outPipe[0]); close(errPipe[0])
-            throw Failure(description: "posix_spawn \(String(decoding: argv.first ?? [], as: UTF8.self)): errno \(rc)")
+            throw error
         }
 
         var out: [UInt8] = []

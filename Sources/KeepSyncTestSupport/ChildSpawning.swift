@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import KeepSyncCore
 
 /// What every test that spawns a child repeats: C strings for argv and envp, the spawn
 /// attributes a child needs, and reaping. Arguments and environment are bytes.
@@ -46,6 +47,33 @@ public enum ChildSpawning {
         for s in [SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGPIPE, SIGQUIT] { sigaddset(&defaults, s) }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         return Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
+    }
+
+    /// `posix_spawn` of `argv` (`argv[0]` an absolute path) with `environment`, signals
+    /// reset (`resetSignals`) and no descriptor above 2 inherited: `fileActions` sets up
+    /// 0, 1 and 2; `flags` are added to the spawn flags. The child's pid.
+    public static func spawn(_ argv: [[UInt8]], environment: [String: String], flags: Int32 = 0,
+                             fileActions: (inout posix_spawn_file_actions_t) -> Void) throws(Failure) -> pid_t {
+        let cArgs = cStrings(argv)
+        let cEnv = environmentStrings(environment)
+        defer {
+            release(cArgs)
+            release(cEnv)
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        fileActions(&actions)
+        // Descriptors other tests are creating right now must not leak into this child.
+        if let closeFrom = addCloseFrom { _ = closeFrom(&actions, 3) }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(resetSignals(&attributes) | flags))
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, cArgs[0]!, &actions, &attributes, cArgs, cEnv)
+        guard rc == 0 else { throw Failure(description: "posix_spawn \(ByteEscaping.escape(argv.first ?? [])): errno \(rc)") }
+        return pid
     }
 
     /// An exit status from a `waitpid` status: the code, or 128 + the signal that ended it.

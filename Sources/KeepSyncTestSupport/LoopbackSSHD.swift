@@ -234,28 +234,12 @@ public final class LoopbackSSHD: Sendable {
 
     /// `sshd -D -e -f DIR/sshd_config`, its stdout and stderr to `DIR/sshd.log`.
     private static func spawnServer(_ tools: Tools, _ dir: String) throws -> pid_t {
-        let argv = ChildSpawning.cStrings([tools.sshd, "-D", "-e", "-f", dir + "/sshd_config"].map { Array($0.utf8) })
-        let envp = ChildSpawning.environmentStrings(ChildSpawning.plainEnvironment)
-        defer {
-            ChildSpawning.release(argv)
-            ChildSpawning.release(envp)
+        let argv = [tools.sshd, "-D", "-e", "-f", dir + "/sshd_config"].map { Array($0.utf8) }
+        return try ChildSpawning.spawn(argv, environment: ChildSpawning.plainEnvironment) { actions in
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 2, dir + "/sshd.log", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            posix_spawn_file_actions_adddup2(&actions, 2, 1)
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, dir + "/sshd.log", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 2, 1)
-        // Descriptors other tests are creating right now must not leak into this child.
-        if let closeFrom = ChildSpawning.addCloseFrom { _ = closeFrom(&actions, 3) }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(ChildSpawning.resetSignals(&attributes)))
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, argv[0]!, &actions, &attributes, argv, envp)
-        guard rc == 0 else { throw Failure(description: "posix_spawn \(tools.sshd): errno \(rc)") }
-        return pid
     }
 
     // MARK: Using

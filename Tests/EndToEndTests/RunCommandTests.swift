@@ -314,28 +314,12 @@ extension RunCommandTests {
 
         init(binary: [UInt8], arguments: [[UInt8]], environment: [String: String], stderrPath: [UInt8]) throws {
             self.stderrPath = stderrPath
-            let argv = ChildSpawning.cStrings([binary] + arguments)
-            let envp = ChildSpawning.environmentStrings(environment)
-            defer {
-                ChildSpawning.release(argv)
-                ChildSpawning.release(envp)
-            }
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            defer { posix_spawn_file_actions_destroy(&actions) }
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
             let outPath = stderrPath + Array(".stdout".utf8)
-            FS.withCPath(outPath) { _ = posix_spawn_file_actions_addopen(&actions, 1, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
-            FS.withCPath(stderrPath) { _ = posix_spawn_file_actions_addopen(&actions, 2, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
-            if let closeFrom = ChildSpawning.addCloseFrom { _ = closeFrom(&actions, 3) }
-            var attributes = posix_spawnattr_t()
-            posix_spawnattr_init(&attributes)
-            defer { posix_spawnattr_destroy(&attributes) }
-            posix_spawnattr_setflags(&attributes, Int16(ChildSpawning.resetSignals(&attributes)))
-            var pid: pid_t = 0
-            let rc = posix_spawn(&pid, argv[0]!, &actions, &attributes, argv, envp)
-            guard rc == 0 else { throw SpawnError(description: "posix_spawn keepsync: errno \(rc)") }
-            self.pid = pid
+            pid = try ChildSpawning.spawn([binary] + arguments, environment: environment) { actions in
+                posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+                FS.withCPath(outPath) { _ = posix_spawn_file_actions_addopen(&actions, 1, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+                FS.withCPath(stderrPath) { _ = posix_spawn_file_actions_addopen(&actions, 2, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+            }
         }
 
         deinit { killNow() }

@@ -40,43 +40,31 @@ final class BackgroundChild {
     }
 
     init(_ executable: [UInt8], arguments: [[UInt8]], environment: [String: String], output: Output) throws {
-        let argv = ChildSpawning.cStrings([executable] + arguments)
-        let envp = ChildSpawning.environmentStrings(environment)
-        defer {
-            ChildSpawning.release(argv)
-            ChildSpawning.release(envp)
-        }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var flags = ChildSpawning.resetSignals(&attributes)
+        var flags: Int32 = 0
         switch output {
         case .files(let base):
             stdoutPath = base + Array(".stdout".utf8)
             stderrPath = base + Array(".stderr".utf8)
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-            FS.withCPath(stdoutPath!) { _ = posix_spawn_file_actions_addopen(&actions, 1, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
-            FS.withCPath(stderrPath!) { _ = posix_spawn_file_actions_addopen(&actions, 2, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
-        case .terminal(let slave):
+        case .terminal:
             stdoutPath = nil
             stderrPath = nil
             // POSIX_SPAWN_SETSID (glibc): setsid() runs before the file actions, so opening
             // the slave without O_NOCTTY makes it the controlling terminal.
-            flags |= 0x80
-            FS.withCPath(slave) { _ = posix_spawn_file_actions_addopen(&actions, 0, $0, O_RDWR, 0) }
-            posix_spawn_file_actions_adddup2(&actions, 0, 1)
-            posix_spawn_file_actions_adddup2(&actions, 0, 2)
+            flags = 0x80
         }
-        posix_spawnattr_setflags(&attributes, Int16(flags))
-        // Descriptors other tests are creating right now must not leak into this child.
-        if let closeFrom = ChildSpawning.addCloseFrom { _ = closeFrom(&actions, 3) }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, argv[0]!, &actions, &attributes, argv, envp)
-        guard rc == 0 else { throw SpawnError(description: "posix_spawn \(ByteEscaping.escape(executable)): errno \(rc)") }
-        self.pid = pid
+        let (outPath, errPath) = (stdoutPath, stderrPath)
+        pid = try ChildSpawning.spawn([executable] + arguments, environment: environment, flags: flags) { actions in
+            switch output {
+            case .files:
+                posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+                FS.withCPath(outPath!) { _ = posix_spawn_file_actions_addopen(&actions, 1, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+                FS.withCPath(errPath!) { _ = posix_spawn_file_actions_addopen(&actions, 2, $0, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
+            case .terminal(let slave):
+                FS.withCPath(slave) { _ = posix_spawn_file_actions_addopen(&actions, 0, $0, O_RDWR, 0) }
+                posix_spawn_file_actions_adddup2(&actions, 0, 1)
+                posix_spawn_file_actions_adddup2(&actions, 0, 2)
+            }
+        }
     }
 
     deinit { killNow() }
