@@ -19,8 +19,8 @@ extension Bench {
             do { lsyncdAgent = try startLsyncd(source: lSource, mirror: lMirror, name: "latency-lsyncd").0 } catch { log("\(error)") }
         }
         defer { lsyncdAgent?.stop() }
-        let kWatch = try DirectoryWatch(kMirror)
-        let lWatch = lsyncdAgent == nil ? nil : try DirectoryWatch(lMirror)
+        let kWatch = try MirrorWatch([kMirror])
+        let lWatch = lsyncdAgent == nil ? nil : try MirrorWatch([lMirror])
         var k = Samples(), l = Samples()
         var content = [UInt8](repeating: 0, count: 4096)
         for i in 0..<options.latencyWrites {
@@ -33,7 +33,7 @@ extension Bench {
                 try Paths.write(Paths.join(source, name), content)
                 let closed = Clock.now()
                 var samples = tool == "keepsync" ? k : l
-                if let arrived = watch.wait(for: name, timeout: 10) {
+                if let arrived = watch.wait(in: 0, for: name, timeout: 10) {
                     let got = Machine.readBytes(Paths.join(mirror, name))
                     if got == content {
                         samples.values.append(arrived - closed)

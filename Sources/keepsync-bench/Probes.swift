@@ -1,27 +1,39 @@
 import Glibc
 
-/// Waits for a name to be renamed or written into a directory (inotify).
-final class DirectoryWatch {
+/// Waits for names to arrive in any of several directories: one inotify descriptor with a
+/// watch on each (taken before an agent starts, so its watches cannot crowd them out).
+final class MirrorWatch {
     let fd: Int32
-    var buffer = [UInt8](repeating: 0, count: 64 << 10)
-    var seen: Set<[UInt8]> = []
+    /// Watch descriptor to the index of its directory.
+    private var directories: [Int32: Int] = [:]
+    private var seen: Set<[UInt8]> = []
+    private var buffer = [UInt8](repeating: 0, count: 64 << 10)
 
-    init(_ directory: [UInt8]) throws {
+    /// Watches each of `paths` (its index is its name in `wait`).
+    init(_ paths: [[UInt8]]) throws {
         fd = inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK))
         guard fd >= 0 else { throw BenchError("inotify_init1: \(String(cString: strerror(errno)))") }
-        let mask = UInt32(IN_MOVED_TO | IN_CLOSE_WRITE)
-        guard Paths.with(directory, { inotify_add_watch(fd, $0, mask) }) >= 0 else {
-            throw BenchError("inotify_add_watch \(Paths.display(directory)): \(String(cString: strerror(errno)))")
+        for (i, path) in paths.enumerated() {
+            let wd = Paths.with(path) { inotify_add_watch(fd, $0, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE)) }
+            guard wd >= 0 else {
+                let why = String(cString: strerror(errno))
+                close(fd)
+                throw BenchError("inotify_add_watch \(Paths.display(path)): \(why)")
+            }
+            directories[wd] = i
         }
     }
 
     deinit { close(fd) }
 
-    /// Seconds on the monotonic clock when `name` arrived, nil after `timeout` seconds.
-    func wait(for name: [UInt8], timeout: Double) -> Double? {
+    private static func key(_ directory: Int, _ name: [UInt8]) -> [UInt8] { Array("\(directory)/".utf8) + name }
+
+    /// Monotonic seconds when `name` arrived in directory `directory`; nil after `timeout`.
+    func wait(in directory: Int, for name: [UInt8], timeout: Double) -> Double? {
+        let wanted = Self.key(directory, name)
         let until = Clock.now() + timeout
         while true {
-            if seen.remove(name) != nil { return Clock.now() }
+            if seen.remove(wanted) != nil { return Clock.now() }
             let left = until - Clock.now()
             if left <= 0 { return nil }
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -29,14 +41,16 @@ final class DirectoryWatch {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             guard n > 0 else { continue }
             let now = Clock.now()
-            var offset = 0
             var hit = false
             buffer.withUnsafeBytes { raw in
+                var offset = 0
                 while offset + 16 <= n {
+                    let wd = raw.loadUnaligned(fromByteOffset: offset, as: Int32.self)
                     let length = Int(raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
-                    let nameBytes = raw[(offset + 16)..<(offset + 16 + length)].prefix { $0 != 0 }
-                    let got = Array(nameBytes)
-                    if got == name { hit = true } else { seen.insert(got) }
+                    if let d = directories[wd] {
+                        let got = Self.key(d, Array(raw[(offset + 16)..<(offset + 16 + length)].prefix { $0 != 0 }))
+                        if got == wanted { hit = true } else { seen.insert(got) }
+                    }
                     offset += 16 + length
                 }
             }
