@@ -42,6 +42,26 @@ struct LoopbackSSHDTests {
 
     static func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
+    /// A started sshd, rsync's path and two scratch directories (the local source, the
+    /// remote side) for `body`; after it sshd is stopped and both are removed. Skipped as
+    /// `startOrSkip` and `rsyncOrSkip` say.
+    static func withRsyncOverSSH(_ test: String,
+                                 _ body: (_ sshd: LoopbackSSHD, _ rsync: String, _ source: [UInt8], _ remote: [UInt8]) throws -> Void) throws {
+        let sshd = try startOrSkip(test)
+        defer { sshd.stop() }
+        let rsync = try rsyncOrSkip(test)
+        let source = try ScratchDirectory.make(prefix: "keepsync-sshd-source")
+        defer { try? ScratchDirectory.removeTree(source) }
+        let remote = try ScratchDirectory.make(prefix: "keepsync-sshd-remote")
+        defer { try? ScratchDirectory.removeTree(remote) }
+        try body(sshd, rsync, source, remote)
+    }
+
+    /// rsync's last two arguments: the contents of `source`, into `remote` on `sshd`'s host.
+    static func rsyncEnds(_ sshd: LoopbackSSHD, _ source: [UInt8], _ remote: [UInt8]) -> [[UInt8]] {
+        [source + bytes("/"), bytes(sshd.host + ":") + remote + bytes("/")]
+    }
+
     // MARK: Cases
 
     @Test("ssh … true succeeds; the session runs as the current user; one login per session")
@@ -80,72 +100,55 @@ struct LoopbackSSHDTests {
 
     @Test("rsync -a -e SSH copies a tree to 127.0.0.1:DIR/, byte for byte")
     func rsyncCopiesOverSSH() throws {
-        let sshd = try Self.startOrSkip("rsyncCopiesOverSSH")
-        defer { sshd.stop() }
-        let rsync = try Self.rsyncOrSkip("rsyncCopiesOverSSH")
-        let source = try ScratchDirectory.make(prefix: "keepsync-sshd-source")
-        let remote = try ScratchDirectory.make(prefix: "keepsync-sshd-remote")
-        defer {
-            try? ScratchDirectory.removeTree(source)
-            try? ScratchDirectory.removeTree(remote)
-        }
-        var random = SplitMix64(seed: 18)
-        let files: [(String, [UInt8])] = [("small", Self.bytes("hello over ssh\n")), ("sub/large", random.bytes(3 << 20 + 17)),
-                                          ("sub/empty", [])]
-        try LiveFS.mkdir(source + Self.bytes("/sub"), mode: 0o755)
-        for (name, content) in files { try LiveFS.writeFile(source + Self.bytes("/" + name), content) }
+        try Self.withRsyncOverSSH("rsyncCopiesOverSSH") { sshd, rsync, source, remote in
+            var random = SplitMix64(seed: 18)
+            let files: [(String, [UInt8])] = [("small", Self.bytes("hello over ssh\n")), ("sub/large", random.bytes(3 << 20 + 17)),
+                                              ("sub/empty", [])]
+            try LiveFS.mkdir(source + Self.bytes("/sub"), mode: 0o755)
+            for (name, content) in files { try LiveFS.writeFile(source + Self.bytes("/" + name), content) }
 
-        let logins = sshd.acceptedLogins
-        let copy = try ChildSpawning.run([rsync, "-a", "-e", sshd.sshCommand,
-                                          String(decoding: source, as: UTF8.self) + "/",
-                                          "\(sshd.host):\(String(decoding: remote, as: UTF8.self))/"], timeout: .seconds(120))
-        #expect(copy.succeeded, "\(copy)\nsshd's log:\n\(sshd.log)")
-        var arrived = 0
-        for (name, content) in files {
-            let got = try? LiveFS.readFile(remote + Self.bytes("/" + name))
-            #expect(got.map { LiveFS.sameBytes($0, content) } == true, "\(name): \(got?.count ?? -1) bytes, not \(content.count)")
-            if got.map({ LiveFS.sameBytes($0, content) }) == true { arrived += 1 }
+            let logins = sshd.acceptedLogins
+            let copy = try ChildSpawning.run([rsync, "-a", "-e", sshd.sshCommand].map(Self.bytes) + Self.rsyncEnds(sshd, source, remote),
+                                             timeout: .seconds(120))
+            #expect(copy.succeeded, "\(copy)\nsshd's log:\n\(sshd.log)")
+            var arrived = 0
+            for (name, content) in files {
+                let got = try? LiveFS.readFile(remote + Self.bytes("/" + name))
+                #expect(got.map { LiveFS.sameBytes($0, content) } == true, "\(name): \(got?.count ?? -1) bytes, not \(content.count)")
+                if got.map({ LiveFS.sameBytes($0, content) }) == true { arrived += 1 }
+            }
+            #expect(sshd.acceptedLogins == logins + 1, "one ssh login for the rsync run")
+            print("LoopbackSSHDTests: rsync: 1 rsync run, \(arrived) of \(files.count) files (\(files.map(\.1.count).reduce(0, +)) bytes) "
+                  + "arrived byte for byte in \(copy.elapsed), \(sshd.acceptedLogins - logins) ssh login")
         }
-        #expect(sshd.acceptedLogins == logins + 1, "one ssh login for the rsync run")
-        print("LoopbackSSHDTests: rsync: 1 rsync run, \(arrived) of \(files.count) files (\(files.map(\.1.count).reduce(0, +)) bytes) "
-              + "arrived byte for byte in \(copy.elapsed), \(sshd.acceptedLogins - logins) ssh login")
     }
 
     @Test("a name with a newline and non-UTF-8 bytes survives rsync --from0 --files-from=- and a find -print0 listing over ssh")
     func namesAreBytes() throws {
-        let sshd = try Self.startOrSkip("namesAreBytes")
-        defer { sshd.stop() }
-        let rsync = try Self.rsyncOrSkip("namesAreBytes")
-        let source = try ScratchDirectory.make(prefix: "keepsync-sshd-source")
-        let remote = try ScratchDirectory.make(prefix: "keepsync-sshd-remote")
-        defer {
-            try? ScratchDirectory.removeTree(source)
-            try? ScratchDirectory.removeTree(remote)
-        }
-        let names: [[UInt8]] = [Self.bytes("new\nline"), Self.bytes("latin1-caf") + [0xE9], [0xFF, 0xFE, 0x0A, 0x2D, 0x20, 0x5C],
-                                Self.bytes(" leading space and trailing\n")]
-        for (i, name) in names.enumerated() { try LiveFS.writeFile(source + [0x2F] + name, Self.bytes("file \(i)\n")) }
-        try LiveFS.writeFile(source + Self.bytes("/not-listed"), Self.bytes("stays home\n"))
+        try Self.withRsyncOverSSH("namesAreBytes") { sshd, rsync, source, remote in
+            let names: [[UInt8]] = [Self.bytes("new\nline"), Self.bytes("latin1-caf") + [0xE9], [0xFF, 0xFE, 0x0A, 0x2D, 0x20, 0x5C],
+                                    Self.bytes(" leading space and trailing\n")]
+            for (i, name) in names.enumerated() { try LiveFS.writeFile(source + [0x2F] + name, Self.bytes("file \(i)\n")) }
+            try LiveFS.writeFile(source + Self.bytes("/not-listed"), Self.bytes("stays home\n"))
 
-        let list: [UInt8] = names.flatMap { $0 + [UInt8(0)] }
-        let copy = try ChildSpawning.run([rsync, "-a", "--from0", "--files-from=-", "-e", sshd.sshCommand,
-                                          String(decoding: source, as: UTF8.self) + "/",
-                                          "\(sshd.host):\(String(decoding: remote, as: UTF8.self))/"],
-                                         input: list, timeout: .seconds(120))
-        #expect(copy.succeeded, "\(copy)")
-        let arrived = try LiveFS.list(remote)
-        #expect(Set(arrived) == Set(names), "arrived: \(arrived.map(ByteEscaping.escape))")
-        for (i, name) in names.enumerated() {
-            #expect((try? LiveFS.readFile(remote + [0x2F] + name)) == Self.bytes("file \(i)\n"), "\(ByteEscaping.escape(name))")
-        }
+            let list: [UInt8] = names.flatMap { $0 + [UInt8(0)] }
+            let copy = try ChildSpawning.run([rsync, "-a", "--from0", "--files-from=-", "-e", sshd.sshCommand].map(Self.bytes)
+                                             + Self.rsyncEnds(sshd, source, remote), input: list, timeout: .seconds(120))
+            #expect(copy.succeeded, "\(copy)")
+            let arrived = try LiveFS.list(remote)
+            #expect(Set(arrived) == Set(names), "arrived: \(arrived.map(ByteEscaping.escape))")
+            for (i, name) in names.enumerated() {
+                #expect((try? LiveFS.readFile(remote + [0x2F] + name)) == Self.bytes("file \(i)\n"), "\(ByteEscaping.escape(name))")
+            }
 
-        // The way back: a remote listing, NUL-separated, through ssh's stdout.
-        let listing = try sshd.ssh("cd '\(String(decoding: remote, as: UTF8.self))' && find . -mindepth 1 -printf '%P\\0'")
-        #expect(listing.succeeded, "\(listing)")
-        let listed = listing.stdout.split(separator: 0, omittingEmptySubsequences: true).map(Array.init)
-        #expect(Set(listed) == Set(names), "listed: \(listed.map(ByteEscaping.escape))")
-        print("LoopbackSSHDTests: names: \(names.count) hostile names sent by 1 rsync --from0 run (\(arrived.count) arrived, "
-              + "the unlisted file stayed home), \(listed.count) listed back by 1 ssh find -print0")
+            // The way back: a remote listing, NUL-separated, through ssh's stdout.
+            let listing = try sshd.ssh("cd '\(String(decoding: remote, as: UTF8.self))' && find . -mindepth 1 -printf '%P\\0'")
+            #expect(listing.succeeded, "\(listing)")
+            let listed = listing.stdout.split(separator: 0, omittingEmptySubsequences: true).map(Array.init)
+            #expect(Set(listed) == Set(names), "listed: \(listed.map(ByteEscaping.escape))")
+            print("LoopbackSSHDTests: names: \(names.count) hostile names sent by 1 rsync --from0 run (\(arrived.count) arrived, "
+                  + "the unlisted file stayed home), \(listed.count) listed back by 1 ssh find -print0")
+        }
     }
 
     @Test("paused (SIGSTOP), ssh -o ConnectTimeout=2 fails within a deadline and a command over an open master stalls; resumed, both work again")
@@ -180,37 +183,30 @@ struct LoopbackSSHDTests {
 
     @Test("multiplexing: a second ssh and an rsync reuse the master (ssh -O check, one login, the same server process)")
     func multiplexedConnectionIsReused() throws {
-        let sshd = try Self.startOrSkip("multiplexedConnectionIsReused")
-        defer { sshd.stop() }
-        let rsync = try Self.rsyncOrSkip("multiplexedConnectionIsReused")
-        let remote = try ScratchDirectory.make(prefix: "keepsync-sshd-remote")
-        let source = try ScratchDirectory.make(prefix: "keepsync-sshd-source")
-        defer {
-            try? ScratchDirectory.removeTree(source)
-            try? ScratchDirectory.removeTree(remote)
+        try Self.withRsyncOverSSH("multiplexedConnectionIsReused") { sshd, rsync, source, remote in
+            try LiveFS.writeFile(source + Self.bytes("/f"), Self.bytes("through the master\n"))
+            let logins = sshd.acceptedLogins
+
+            let first = try sshd.ssh("echo $PPID", options: sshd.multiplexingOptions)
+            #expect(first.succeeded, "\(first)")
+            let check = try sshd.control("check")
+            #expect(check.succeeded && check.stderrText.hasPrefix("Master running"), "\(check)")
+            let second = try sshd.ssh("echo $PPID", options: sshd.multiplexingOptions)
+            #expect(second.succeeded && second.stdout == first.stdout, "the same server process serves both: \(first.stdoutText) vs \(second.stdoutText)")
+            let command = sshd.sshCommand(adding: sshd.multiplexingOptions)
+            let copy = try ChildSpawning.run([rsync, "-a", "-e", command].map(Self.bytes) + Self.rsyncEnds(sshd, source, remote),
+                                             timeout: .seconds(60))
+            #expect(copy.succeeded, "\(copy)")
+            #expect((try? LiveFS.readFile(remote + Self.bytes("/f"))) == Self.bytes("through the master\n"))
+            #expect(sshd.acceptedLogins == logins + 1, "one login for 2 sessions and an rsync:\n\(sshd.log)")
+
+            let exit = try sshd.control("exit")
+            #expect(exit.succeeded, "\(exit)")
+            let gone = eventuallyBlocking(timeout: .seconds(10)) { (try? sshd.control("check"))?.succeeded == false }
+            #expect(gone, "the master still answers after -O exit")
+            print("LoopbackSSHDTests: multiplexing: 2 ssh sessions and 1 rsync over 1 master, "
+                  + "\(sshd.acceptedLogins - logins) login, served by server pid \(first.stdoutText.filter(\.isNumber))")
         }
-        try LiveFS.writeFile(source + Self.bytes("/f"), Self.bytes("through the master\n"))
-        let logins = sshd.acceptedLogins
-
-        let first = try sshd.ssh("echo $PPID", options: sshd.multiplexingOptions)
-        #expect(first.succeeded, "\(first)")
-        let check = try sshd.control("check")
-        #expect(check.succeeded && check.stderrText.hasPrefix("Master running"), "\(check)")
-        let second = try sshd.ssh("echo $PPID", options: sshd.multiplexingOptions)
-        #expect(second.succeeded && second.stdout == first.stdout, "the same server process serves both: \(first.stdoutText) vs \(second.stdoutText)")
-        let command = sshd.sshCommand(adding: sshd.multiplexingOptions)
-        let copy = try ChildSpawning.run([rsync, "-a", "-e", command, String(decoding: source, as: UTF8.self) + "/",
-                                          "\(sshd.host):\(String(decoding: remote, as: UTF8.self))/"], timeout: .seconds(60))
-        #expect(copy.succeeded, "\(copy)")
-        #expect((try? LiveFS.readFile(remote + Self.bytes("/f"))) == Self.bytes("through the master\n"))
-        #expect(sshd.acceptedLogins == logins + 1, "one login for 2 sessions and an rsync:\n\(sshd.log)")
-
-        let exit = try sshd.control("exit")
-        #expect(exit.succeeded, "\(exit)")
-        let gone = eventuallyBlocking(timeout: .seconds(10)) { (try? sshd.control("check"))?.succeeded == false }
-        #expect(gone, "the master still answers after -O exit")
-        print("LoopbackSSHDTests: multiplexing: 2 ssh sessions and 1 rsync over 1 master, "
-              + "\(sshd.acceptedLogins - logins) login, served by server pid \(first.stdoutText.filter(\.isNumber))")
     }
 
     @Test("stop kills sshd and its sessions, frees the port and removes its directory")
