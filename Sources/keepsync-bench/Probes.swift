@@ -15,11 +15,8 @@ final class MirrorWatch {
         guard fd >= 0 else { throw BenchError("inotify_init1: \(String(cString: strerror(errno)))") }
         for (i, path) in paths.enumerated() {
             let wd = Paths.with(path) { inotify_add_watch(fd, $0, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE)) }
-            guard wd >= 0 else {
-                let why = String(cString: strerror(errno))
-                close(fd)
-                throw BenchError("inotify_add_watch \(Paths.display(path)): \(why)")
-            }
+            // No close here: a class init that throws once `fd` is set still runs deinit.
+            guard wd >= 0 else { throw BenchError("inotify_add_watch \(Paths.display(path)): \(String(cString: strerror(errno)))") }
             directories[wd] = i
         }
     }
