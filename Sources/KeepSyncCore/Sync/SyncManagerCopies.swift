@@ -156,6 +156,12 @@ extension SyncManager {
                 do { try engine.fixDirectory(dir) } catch { logger.debug("\(dir.escaped): \(error)") }
             }
             directoriesToFix.removeAll()
+            // A big pass's queues keep their capacity when emptied: let it go with them.
+            if copyQueue.capacity > 1024 || queued.capacity > 1024 || inFlight.capacity > 1024 {
+                copyQueue = []
+                queued = []
+                inFlight = [:]
+            }
         }
         flushRecords()
         onChange?()
