@@ -41,14 +41,24 @@ struct RemoteTargetTests {
         #expect(try Self.parse("u@h:/m")?.destination == "u@h")
     }
 
-    @Test("an ssh command splits into words as rsync's -e does")
+    @Test("an ssh command splits into words as rsync's -e does (do_cmd)")
     func words() throws {
         func split(_ s: String) -> [String]? {
             (try? RemoteTarget.words(Array(s.utf8)).get())?.map { String(decoding: $0, as: UTF8.self) }
         }
         #expect(split("ssh -p 2222 -i ~/.ssh/backup") == ["ssh", "-p", "2222", "-i", "~/.ssh/backup"])
-        #expect(split("ssh -o 'ProxyJump a b' \"-i\" k\\ ey") == ["ssh", "-o", "ProxyJump a b", "-i", "k ey"])
+        #expect(split("ssh -o 'ProxyJump a b' \"-i\" k\\ ey") == ["ssh", "-o", "ProxyJump a b", "-i", "k\\", "ey"],
+                "a backslash is an ordinary byte")
+        #expect(split("ssh -o \"ProxyCommand=nc \"\"x\"\"\"") == ["ssh", "-o", "ProxyCommand=nc \"x\""],
+                "a doubled quote inside quotes is one")
         #expect(split("  ") == nil)
         #expect(split("ssh 'open") == nil)
+    }
+
+    @Test("a host or user with shell or ssh metacharacters is refused", arguments: [
+        "h$(id):/m", "u;x@h:/m", "h%h:/m", "'h':/m", "a[b]c:/m",
+    ])
+    func metacharacters(spec: String) {
+        #expect(throws: KeepSyncError.self) { try Self.parse(spec) }
     }
 }

@@ -222,6 +222,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         var next = fresh
         next.source = settings.source
         next.mirror = settings.mirror
+        next.remote = settings.remote
         next.state = settings.state
         settings = next
         guard let manager else { return }

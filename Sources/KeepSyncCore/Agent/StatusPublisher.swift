@@ -37,9 +37,11 @@ struct StatusPublisher<C: Clock> where C.Duration == Duration {
         guard json != lastJSON || writer.lastWriteFailed,
               force || report.state != lastState || lastWrite.map({ $0.duration(to: now) >= .seconds(1) }) ?? true
         else { return }
+        // A new state is on disk before the caller goes on (READY=1 follows `watching`).
+        let waits = force || report.state != lastState
         lastJSON = json
         lastState = report.state
         lastWrite = now
-        writer.write(report, waits: force)
+        writer.write(report, waits: waits)
     }
 }

@@ -197,7 +197,7 @@ public enum CommandLineParser {
             if case .failure(let reason) = RemoteTarget.words(value) { throw usageError("\(flag): \(reason.text)") }
             inv.sshCommand = value
         case .rsyncPath:
-            guard !value.isEmpty else { throw usageError("\(flag): expected a path") }
+            guard let first = value.first, first != UInt8(ascii: "-") else { throw usageError("\(flag): expected a path") }
             inv.rsyncPath = value
         case .noDelete: inv.noDelete = true
         case .allowMassDelete: inv.allowMassDelete = true

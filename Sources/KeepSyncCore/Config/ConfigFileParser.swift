@@ -96,7 +96,7 @@ public enum ConfigFileParser {
                 if case .failure(let reason) = RemoteTarget.words(value) { throw fail("\(key): \(reason.text)") }
                 config.sshCommand = value
             case Keys.rsyncPath:
-                guard !value.isEmpty else { throw fail("\(key): expected a path") }
+                guard let first = value.first, first != UInt8(ascii: "-") else { throw fail("\(key): expected a path") }
                 config.rsyncPath = value
             case Keys.logLevel:
                 guard let level = LogLevel(bytes: value) else {

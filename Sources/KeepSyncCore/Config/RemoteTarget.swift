@@ -24,12 +24,13 @@ public struct RemoteTarget: Sendable, Equatable {
         if spec.starts(with: Array("rsync://".utf8)) {
             throw KeepSyncError(.configuration, "--mirror \(shown): rsync daemons are not supported; use HOST:DIR over ssh")
         }
-        // The host part ends at the first ':' outside brackets; a '/' before it: local.
+        // The host part ends at the first ':' outside an address in brackets (only right
+        // at the start or after '@'); a '/' before it: local.
         var i = 0, bracket = false
         while i < spec.count {
             let b = spec[i]
             if b == UInt8(ascii: "/") && !bracket { return nil }
-            if b == UInt8(ascii: "[") { bracket = true }
+            if b == UInt8(ascii: "["), i == 0 || spec[i - 1] == UInt8(ascii: "@") { bracket = true }
             if b == UInt8(ascii: "]") { bracket = false }
             if b == UInt8(ascii: ":") && !bracket { break }
             i += 1
@@ -44,19 +45,25 @@ public struct RemoteTarget: Sendable, Equatable {
             user = String(decoding: login[..<at], as: UTF8.self)
             login = Array(login[(at + 1)...])
         }
-        if login.first == UInt8(ascii: "["), login.last == UInt8(ascii: "]") { login = Array(login.dropFirst().dropLast()) }
+        let bracketed = login.first == UInt8(ascii: "[") && login.last == UInt8(ascii: "]")
+        if bracketed { login = Array(login.dropFirst().dropLast()) }
         let host = String(decoding: login, as: UTF8.self)
-        guard Self.isName(host) else { throw KeepSyncError(.configuration, "--mirror \(shown): not a host name: '\(ByteEscaping.escapeControls(login))'") }
+        guard Self.isName(host, address: bracketed) else { throw KeepSyncError(.configuration, "--mirror \(shown): not a host name: '\(ByteEscaping.escapeControls(login))'") }
         if let user, !Self.isName(user) { throw KeepSyncError(.configuration, "--mirror \(shown): not a user name: '\(user)'") }
         while rest.count > 1, rest.last == UInt8(ascii: "/") { rest.removeLast() }
         return RemoteTarget(user: user, host: host, directory: rest)
     }
 
-    /// Non-empty, printable ASCII without blanks, not starting with `-` (ssh would take it
-    /// for an option).
-    static func isName(_ s: String) -> Bool {
+    /// Letters, digits, `.`, `_` and `-` (and, in a bracketed address, `:` and `%`), not
+    /// starting with `-`: ssh would take that for an option, and ssh's `%h`/`%r` put names
+    /// into commands a shell runs (ProxyCommand, Match exec).
+    static func isName(_ s: String, address: Bool = false) -> Bool {
         guard let first = s.utf8.first, first != UInt8(ascii: "-") else { return false }
-        return s.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "@") && $0 != UInt8(ascii: "/") }
+        return s.utf8.allSatisfy { b in
+            (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x7A) || b == UInt8(ascii: ".")
+                || b == UInt8(ascii: "_") || b == UInt8(ascii: "-")
+                || (address && (b == UInt8(ascii: ":") || b == UInt8(ascii: "%")))
+        }
     }
 
     /// `user@host` (ssh's destination; an IPv6 address needs no brackets there).
@@ -69,8 +76,9 @@ public struct RemoteTarget: Sendable, Equatable {
         return Array((user.map { "\($0)@\(h)" } ?? h).utf8) + [UInt8(ascii: ":")] + directory
     }
 
-    /// An ssh command line split into its words as rsync's `-e` does: blanks separate,
-    /// `'…'` and `"…"` quote, `\` escapes the next byte outside single quotes.
+    /// An ssh command line split into its words as rsync's `-e` does (its `do_cmd`): spaces
+    /// separate; `'…'` and `"…"` quote, and inside them the quote doubled is one; a
+    /// backslash is an ordinary byte.
     static func words(_ command: [UInt8]) -> Result<[[UInt8]], ConfigFileParser.ValueError> {
         var words: [[UInt8]] = [], word: [UInt8] = [], inWord = false, quote: UInt8?
         var i = 0
@@ -78,21 +86,21 @@ public struct RemoteTarget: Sendable, Equatable {
             let b = command[i]
             i += 1
             if let q = quote {
-                if b == q { quote = nil } else if b == UInt8(ascii: "\\") && q == UInt8(ascii: "\""), i < command.count {
-                    word.append(command[i])
+                if b != q {
+                    word.append(b)
+                } else if i < command.count, command[i] == q {
+                    word.append(q)
                     i += 1
-                } else { word.append(b) }
-            } else if b == UInt8(ascii: " ") || b == UInt8(ascii: "\t") {
+                } else {
+                    quote = nil
+                }
+            } else if b == UInt8(ascii: " ") {
                 if inWord { words.append(word) }
                 word = []
                 inWord = false
             } else if b == UInt8(ascii: "'") || b == UInt8(ascii: "\"") {
                 quote = b
                 inWord = true
-            } else if b == UInt8(ascii: "\\"), i < command.count {
-                word.append(command[i])
-                inWord = true
-                i += 1
             } else {
                 word.append(b)
                 inWord = true

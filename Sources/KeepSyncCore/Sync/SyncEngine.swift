@@ -190,7 +190,10 @@ public final class SyncEngine {
         for step in steps {
             if case .path(let state, _, _) = step, state.record == nil, state.source != nil { adding += 1 }
         }
-        records.records.reserveCapacity(records.records.count + adding)
+        // Half as much again when it must grow: a live round adding one file must not copy
+        // a full table each time (an exact reservation would).
+        let needed = records.records.count + adding, capacity = records.records.slots.capacity
+        if needed > capacity { records.records.reserveCapacity(capacity == 0 ? needed : max(needed, capacity + capacity / 2)) }
         for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &summary) }
         for step in steps {
             heartbeat?.beat()

@@ -39,6 +39,10 @@ public struct ServiceInstaller {
             guard let source = invocation.source, let mirror = invocation.mirror else {
                 throw KeepSyncError(.configuration, "service install: give both --source and --mirror, or neither (to use an existing \(HostPaths.display(configFile)))")
             }
+            // HOST:DIR is not a path to resolve (it would become ~/HOST:DIR, a local folder).
+            if try RemoteTarget.parse(mirror) != nil {
+                throw KeepSyncError(.configuration, "--mirror \(HostPaths.display(mirror)): mirrors on another machine are not supported by this version yet")
+            }
             try HostPaths.makeDirectories(configHome + Array("/keepsync".utf8), mode: 0o755)
             var text = "# Written by keepsync service install.\n"
             text += "source = \(HostPaths.display(HostPaths.resolve(source)))\n"

@@ -168,7 +168,7 @@ public final class RemoteSession: Sendable {
         try ensureMaster()
         state.withLock { $0.commands += 1 }
         let deadline = timeout ?? timing.command
-        let result = try spawn(sshArguments + [Array(destination.utf8), script], input: input, timeout: deadline)
+        let result = try spawn(sshArguments + [Array("--".utf8), Array(destination.utf8), script], input: input, timeout: deadline)
         if result.timedOut {
             closeMaster()
             throw RemoteFailure(.unreachable, host: host, "no answer within \(deadline)")
@@ -207,9 +207,10 @@ public final class RemoteSession: Sendable {
         var out: [UInt8] = []
         for word in sshArguments {
             if !out.isEmpty { out.append(0x20) }
+            // rsync's own rule (do_cmd): inside quotes a doubled quote is one; no backslashes.
             out.append(0x22)
             for b in word {
-                if b == 0x22 || b == 0x5C { out.append(0x5C) }
+                if b == 0x22 { out.append(0x22) }
                 out.append(b)
             }
             out.append(0x22)

@@ -32,7 +32,9 @@ struct WatchLimitMonitor {
     /// A poll that began at `started` took `took`: the next one is due a period after its
     /// start (`note` drops it when nothing is unwatched any more).
     mutating func polled(started: ContinuousClock.Instant, took: Duration) {
-        period = max(interval, took * 100)
+        // At most doubling per poll: one slow poll (a big tree arriving) does not push the
+        // next one a hundred periods away.
+        period = min(max(interval, took * 100), period * 2)
         due = started + period
     }
 
@@ -51,6 +53,7 @@ struct WatchLimitMonitor {
             }
         } else {
             due = nil
+            period = interval
             if warned {
                 warned = false
                 logger.info("inotify: every directory is watched again")
