@@ -308,7 +308,10 @@ public final class LoopbackSSHD: Sendable {
         _ = eventuallyBlocking(timeout: .seconds(10), every: .milliseconds(1)) {
             killed.dropFirst().allSatisfy { p in ProcessTree.entry(p).map { $0.state == UInt8(ascii: "Z") } ?? true }
         }
-        try? ScratchDirectory.removeTree(Array(directory.utf8))
+        // An ssh master of a test may still be making its control socket in there: retry.
+        _ = eventuallyBlocking(timeout: .seconds(5), every: .milliseconds(10)) {
+            (try? ScratchDirectory.removeTree(Array(directory.utf8))) != nil
+        }
     }
 
     /// SIGSTOP to sshd, then to its descendants until a scan finds no new one: the pids.

@@ -77,18 +77,4 @@ struct ManagerThreadTests {
         thread.stop()
         #expect(!ManagerThread.isCurrent)
     }
-
-    @Test("an idle thread is given back, and the next job takes one again", .timeLimit(.minutes(1)))
-    func idleThreadIsGivenBack() async {
-        let thread = ManagerThread(label: "test", idle: .milliseconds(50))
-        #expect(!thread.holdsThread)
-        let first = await Task(executorPreference: thread) { ManagerThread.isCurrent }.value
-        #expect(first)
-        let gaveBack = await eventually(timeout: .seconds(10)) { !thread.holdsThread }
-        #expect(gaveBack, "the thread was kept while idle")
-        let second = await Task(executorPreference: thread) { ManagerThread.isCurrent }.value
-        #expect(second)
-        thread.stop()
-        #expect(!thread.holdsThread)
-    }
 }
