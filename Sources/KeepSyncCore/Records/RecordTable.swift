@@ -25,7 +25,8 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         var isLive: Bool { bits & Slot.live != 0 }
     }
 
-    private(set) var slots: [Slot] = []
+    /// In pages: a table that grows never moves them.
+    private(set) var slots = Slots()
     private var free: [UInt32] = []
     private var arena: [UInt8] = []
     private var garbage = 0
