@@ -155,106 +155,26 @@ public final class SyncEngine {
     /// record (`recordCopy`).
     /// `brake` holds the deletions of a pass with too many (nil: the options' brake).
     public func apply(_ scan: SyncScan, deferCopies: Bool = false, brake: MassDeleteBrake? = nil) -> SyncSummary {
-        var summary = SyncSummary()
-        summary.renamed = scan.appliedRenames
-        summary.skippedUnholdable = scan.unholdable.count
+        var pass = PassApplication(brake: brake ?? MassDeleteBrake(options))
+        pass.summary.renamed = scan.appliedRenames
+        pass.summary.skippedUnholdable = scan.unholdable.count
+        pass.hold = pass.brake.holds(scan)
         self.deferCopies = deferCopies
-        let brake = brake ?? MassDeleteBrake(options)
-        let hold = brake.holds(scan)
-        var dirty: Set<RelativePath> = []
-        var finished: Set<RelativePath> = []
-        var refix: Set<RelativePath> = []
-        var blocked: [RelativePath] = []   // directories whose entries cannot be worked on
-
-        func isBlocked(_ p: RelativePath) -> Bool {
-            blocked.contains { p != $0 && p.isWithin($0) }
-        }
-        func markDirty(_ p: RelativePath) {
-            guard let parent = p.parent else { return }
-            dirty.insert(parent)
-            if finished.contains(parent) { refix.insert(parent) }
-        }
-        // With renames, pure deletions wait until the renames moved their files out.
-        var steps = scan.steps
-        if scan.renames > 0 {
-            let isDeletion: (SyncScan.Step) -> Bool = {
-                if case .path(let state, let actions, _) = $0 { return state.source == nil && !actions.isEmpty }
-                return false
-            }
-            steps = steps.filter { !isDeletion($0) } + steps.filter(isDeletion)
-        }
-
-        // Room for the records the pass adds, made at once: a table grown by doubling as
-        // copies land held up to three times its size while it moved.
+        // Room for the records the pass adds, made at once: the index is rebuilt once, not
+        // at each doubling.
         var adding = records.records[scan.scope] == nil ? 1 : 0
-        for step in steps {
+        for step in scan.steps {
             if case .path(let state, _, _) = step, state.record == nil, state.source != nil { adding += 1 }
         }
         records.records.reserveCapacity(records.records.count + adding)
-        for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &summary) }
-        for step in steps {
-            heartbeat?.beat()
-            switch step {
-            case .removeTemporary(let path):
-                if isBlocked(path) { continue }
-                do {
-                    guard try mirror.removeLeftoverTemporary(path) else { continue }
-                    summary.removedTemporaries += 1
-                    markDirty(path)
-                    logger.debug("removed leftover temp file \(path.escaped)")
-                } catch let error as KeepSyncError where error.code == .notFound {
-                    continue
-                } catch { report(error, path: path, into: &summary) }
-
-            case .path(let state, let actions, let removedEntries):
-                let path = state.path
-                if isBlocked(path) { continue }
-                if hold && brake.holds(path, actions: actions) {
-                    summary.heldDeletes += removedEntries
-                    if state.source?.kind == .directory { blocked.append(path) }
-                    continue
-                }
-                for action in actions {
-                    do {
-                        try execute(action, state: state, summary: &summary)
-                        if action.changesMirrorEntries { markDirty(path) }
-                        // The directory the file left changed too (maybe after its finish).
-                        if case .renameFrom(let old, _) = action { markDirty(old) }
-                    } catch {
-                        report(error, path: path, into: &summary)
-                        if state.source?.kind == .directory { blocked.append(path) }
-                        break
-                    }
-                }
-
-            case .finishDirectory(let path, let sourceStat):
-                finished.insert(path)
-                if isBlocked(path) || blocked.contains(path) { continue }
-                if !batch.isEmpty {
-                    waitingFinishes.append((path, sourceStat, dirty.contains(path)))
-                } else if inFlight != nil {
-                    inFlight!.finishes.append((path, sourceStat, dirty.contains(path)))
-                } else {
-                    finish(path, source: sourceStat, entriesChanged: dirty.contains(path), summary: &summary)
-                }
-            }
-        }
-        commitBatch(&summary)
-        finishInFlight(&summary)
-        for dir in refix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) where !isBlocked(dir) {
-            do { try fixDirectory(dir) } catch { report(error, path: dir, into: &summary) }
-        }
-        // Forget records of paths the scan no longer found (only when nothing was held or blocked).
-        for path in scan.staleRecords where records.records[path] != nil {
-            if hold || blocked.contains(where: { path.isWithin($0) }) { continue }
-            change(.remove(path))
-        }
-        recordWriter.flush()
-        return summary
+        for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &pass.summary) }
+        for step in Self.ordered(scan) { apply(step, &pass) }
+        close(&pass, staleRecords: scan.staleRecords)
+        return pass.summary
     }
 
     /// Carries out one action against the mirror and the records.
-    private func execute(_ action: SyncAction, state: PathState, summary: inout SyncSummary) throws {
+    func execute(_ action: SyncAction, state: PathState, summary: inout SyncSummary) throws {
         switch action {
         case .copyFile(let path):
             if deferCopies {
@@ -382,7 +302,7 @@ public final class SyncEngine {
     }
 
     /// Queues a record change; written in batches.
-    private func change(_ c: RecordChange) {
+    func change(_ c: RecordChange) {
         var c = c
         // Where mirror inodes do not survive a remount, records keep none.
         if case .put(var r) = c, !limits.stableInodes, r.mirrorInode != 0 {
