@@ -147,6 +147,11 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         return out
     }
 
+    /// Calls `body` with the inode of each live record of `kind` (no path is built).
+    public func forEachInode(ofKind kind: FileKind, _ body: (UInt64) -> Void) {
+        for s in slots where s.isLive && s.bits & 7 == kind.rawValue { body(s.inode) }
+    }
+
     /// Every record in a fixed order (by directory path, then name bytes) without holding
     /// them all at once.
     public func forEachInOrder(_ body: (RelativePath, FileRecord) throws -> Void) rethrows {

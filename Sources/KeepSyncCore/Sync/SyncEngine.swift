@@ -1,7 +1,8 @@
 import Dispatch
 
 /// A full verify-and-repair pass over the protocols: walk source and mirror side by
-/// side, feed every path through the Planner, apply, then forget stale records.
+/// side, feed every path through the Planner, apply (as the walk goes, `fullPass`), then
+/// forget stale records.
 public final class SyncEngine {
     let source: any FileSystemProviding
     let mirror: any MirrorProviding
@@ -17,8 +18,12 @@ public final class SyncEngine {
     /// Where record changes go once their mirror change is made (written durably, in
     /// order, where its scheduler says).
     public private(set) var recordWriter: RecordWriter
-    /// Called after each file this engine copies itself, with its size.
-    public var onCopy: ((UInt64) -> Void)?
+    /// Called after each file this engine copies itself, with the pass's progress.
+    public var onCopy: ((PassProgress) -> Void)?
+    /// The copies of the pass being applied: made, and planned so far.
+    var progress = PassProgress()
+    /// Record slots the pass being streamed wrote (their records are not stale).
+    var passWrites: BitSet?
     /// Batch size for record appends.
     static let batchSize = 1024
     /// A group commit's size: at most this many files or bytes.
@@ -87,59 +92,21 @@ public final class SyncEngine {
     /// Compares source, records and mirror below `scope`; changes nothing. Warns once
     /// per process about each special file.
     public func scan(_ scope: RelativePath = .root) throws -> SyncScan {
-        let scan = try TreeScanner(source: source, mirror: mirror, records: records, options: options, io: scanIO,
-                                   heartbeat: heartbeat).scan(scope)
-        for path in scan.specialFiles where !warned.contains(path) {
-            warned.insert(path)
-            logger.warning("skipping \(path.escaped): not a regular file, directory or symlink")
-        }
+        let scan = try scanner().scan(scope)
+        noteSpecial(scan)
         noteSkipped(scan)
         return scan
     }
 
-    /// Scans `scope` for a pass that is going to be applied. Directories renamed while
-    /// nobody watched (`SyncScan.directoryRenames`) are renamed in the mirror first, with
-    /// their records, and the tree is scanned again: their entries are then compared as
-    /// usual, so a renamed folder copies only what changed inside it. Nested renames take
-    /// another round.
-    public func prepare(_ scope: RelativePath = .root) throws -> SyncScan {
-        var scan = try self.scan(scope)
-        var applied = 0
-        for _ in 0..<4 where !scan.directoryRenames.isEmpty {
-            var done: [Move] = []
-            for pair in scan.directoryRenames.sorted(by: { $0.to.depth < $1.to.depth }) {
-                var move = pair
-                for d in done { if let r = move.from.rebased(from: d.from, to: d.to) { move.from = r } }
-                guard move.from != move.to, !move.to.isWithin(move.from) else { continue }
-                do {
-                    try makeMissingParents(of: move.to)
-                    guard try applyRename(from: move.from, to: move.to) else { continue }
-                    done.append(move)
-                    logger.info("renamed \(move.from.escaped) to \(move.to.escaped)")
-                } catch {
-                    logger.debug("\(move.from.escaped) -> \(move.to.escaped) not renamed (\(error)); comparing its entries")
-                }
-            }
-            guard !done.isEmpty else { break }
-            applied += done.count
-            scan = try self.scan(scope)
-        }
-        scan.appliedRenames = applied
-        return scan
+    /// A scanner over the records as they are now.
+    func scanner() -> TreeScanner {
+        TreeScanner(source: source, mirror: mirror, records: records, options: options, io: scanIO, heartbeat: heartbeat)
     }
 
-    /// Creates the mirror directories missing above `path` (their mode and mtime follow
-    /// in the pass).
-    private func makeMissingParents(of path: RelativePath) throws {
-        var missing: [RelativePath] = []
-        var next = path.parent
-        while let d = next, !d.isRoot, try mirror.stat(d) == nil {
-            missing.append(d)
-            next = d.parent
-        }
-        for d in missing.reversed() {
-            guard let s = try source.stat(d), s.kind == .directory else { return }
-            _ = try mirror.makeDirectory(d, mode: s.mode)
+    /// Warns once per process about each special file a scan met.
+    func noteSpecial(_ scan: SyncScan) {
+        for path in scan.specialFiles where warned.insert(path).inserted {
+            logger.warning("skipping \(path.escaped): not a regular file, directory or symlink")
         }
     }
 
@@ -156,10 +123,10 @@ public final class SyncEngine {
     /// `brake` holds the deletions of a pass with too many (nil: the options' brake).
     public func apply(_ scan: SyncScan, deferCopies: Bool = false, brake: MassDeleteBrake? = nil) -> SyncSummary {
         var pass = PassApplication(brake: brake ?? MassDeleteBrake(options))
-        pass.summary.renamed = scan.appliedRenames
         pass.summary.skippedUnholdable = scan.unholdable.count
         pass.hold = pass.brake.holds(scan)
         self.deferCopies = deferCopies
+        progress = PassProgress(planned: scan.plannedCopies, planComplete: true)
         // Room for the records the pass adds, made at once: the index is rebuilt once, not
         // at each doubling.
         var adding = records.records[scan.scope] == nil ? 1 : 0
@@ -310,6 +277,7 @@ public final class SyncEngine {
             c = .put(r)
         }
         records.apply(c)
+        if case .put(let r) = c, passWrites != nil, let slot = records.records.slotIndex(of: r.path) { passWrites?.insert(slot) }
         if recordWriter.add(c) >= SyncEngine.batchSize { recordWriter.flush() }
     }
 

@@ -14,7 +14,8 @@ public struct SyncScan: Sendable {
 
     /// Where the scan started.
     public var scope: RelativePath
-    /// Steps, parents before children, a directory's finish after its entries.
+    /// Steps, parents before children, a directory's finish after its entries. After a
+    /// streamed pass (`SyncEngine.fullPass`): only those that waited for its end.
     public var steps: [Step] = []
     /// Mirror entries below the scope (the scope itself excluded).
     public var mirrorEntries = 0
@@ -32,10 +33,9 @@ public struct SyncScan: Sendable {
     /// Renames paired by identity (vanished path → new path).
     public var renames = 0
     /// Directories moved while nobody watched (recorded path → new path), identity
-    /// certain: found by full passes only; `SyncEngine.prepare` applies them first.
+    /// certain: found by full passes only; `SyncEngine.fullPass` applies them before it
+    /// walks the new directories.
     public var directoryRenames: [Move] = []
-    /// Directory renames `SyncEngine.prepare` applied before this scan.
-    public var appliedRenames = 0
     /// Directories that vanished while the scan walked them (not descended into).
     public var vanished: [RelativePath] = []
     /// Source directories that could not be listed (permission, I/O): not descended

@@ -1,5 +1,6 @@
 /// Walks source and mirror side by side and plans every path: the read-only half of a
-/// pass, shared by `sync`, `run` and `check`.
+/// pass, shared by `sync`, `run` and `check`. A scan walks its scope at once; a streamed
+/// pass (`SyncEngine.fullPass`) advances a walk a few steps at a time and applies them.
 public struct TreeScanner {
     let source: any FileSystemProviding
     let mirror: any FileSystemProviding
@@ -57,8 +58,9 @@ public struct TreeScanner {
 
     // MARK: The walk
 
-    /// Walks on until `limit` more steps are planned (or the walk is done), appending them
-    /// to `ready`.
+    /// Walks on until `limit` steps are ready to apply (or the walk is done), appending
+    /// them to `ready`; with the walk's `inodes`, the steps that wait for the end of the
+    /// pass go to `scan.steps` instead, and some directories to `walk.held`.
     func advance(_ walk: inout TreeWalk, _ scan: inout SyncScan, into ready: inout [SyncScan.Step], limit: Int) throws {
         if !walk.started {
             walk.started = true
@@ -69,7 +71,8 @@ public struct TreeScanner {
             let f = walk.frames.count - 1
             guard walk.frames[f].next < walk.frames[f].entries.count else {
                 let frame = walk.frames.removeLast()
-                ready.append(.finishDirectory(frame.path, source: frame.source))
+                let step = SyncScan.Step.finishDirectory(frame.path, source: frame.source)
+                if frame.waits || frame.finishWaits { scan.steps.append(step) } else { ready.append(step) }
                 continue
             }
             let entry = walk.frames[f].entries[walk.frames[f].next]
@@ -94,7 +97,7 @@ public struct TreeScanner {
             let isDir = (cs ?? cm)?.kind == .directory
             if options.excludes.matches(child, isDirectory: isDir) { continue }
             if cs == nil, TemporaryName.matches(name), records.records[child] == nil {
-                ready.append(.removeTemporary(child))
+                if walk.frames[f].waits { scan.steps.append(.removeTemporary(child)) } else { ready.append(.removeTemporary(child)) }
                 continue
             }
             try visit(child, source: cs, mirror: cm, caseRename: caseRename, &walk, &scan, &ready)
@@ -120,7 +123,8 @@ public struct TreeScanner {
         try visit(scope, source: sourceStat, mirror: mirrorStat, caseRename: caseRename, &walk, &scan, &ready)
     }
 
-    /// Plans one path; a directory to walk gets a frame.
+    /// Plans one path: its step is ready, waits for the end, or (a directory that may be a
+    /// recorded one moved) the path is left for the end; a directory to walk gets a frame.
     private func visit(_ path: RelativePath, source s: FileStat?, mirror m: FileStat?, caseRename: [UInt8]?,
                        _ walk: inout TreeWalk, _ scan: inout SyncScan, _ ready: inout [SyncScan.Step]) throws {
         heartbeat?.beat()
@@ -128,11 +132,25 @@ public struct TreeScanner {
         let (state, actions) = plan(path, source: s, mirror: m, caseRename: caseRename, &scan)
         if actions.contains(.skipSpecial(path)) { scan.specialFiles.append(path) }
         for case .skipUnholdable(let p, let reason) in actions { scan.unholdable.append((p, reason)) }
-        let removed = tally(state, actions, into: &scan, collect: walk.collect)
-        if !actions.isEmpty { ready.append(.path(state, actions, removedEntries: removed)) }
+        let inWaiting = walk.frames.last?.waits ?? false
+        if path != walk.scope, !inWaiting, walk.holdsDirectories, let s, let inodes = walk.inodes,
+           leftForTheEnd(state, actions, inodes, walk.walkedOrigins, &scan) {
+            walk.held.append((path, s))
+            walk.frames[walk.frames.count - 1].finishWaits = true
+            return
+        }
+        let waits = inWaiting || walk.inodes.map { waitsForTheEnd(state, actions, $0) } == true
+        if waits {
+            // Counted at the end, when the pass knows everything.
+            if !actions.isEmpty { scan.steps.append(.path(state, actions, removedEntries: 0)) }
+            if !walk.frames.isEmpty { walk.frames[walk.frames.count - 1].finishWaits = true }
+        } else {
+            let removed = tally(state, actions, into: &scan, collect: walk.collect)
+            if !actions.isEmpty { ready.append(.path(state, actions, removedEntries: removed)) }
+        }
         guard let s, s.kind == .directory, !actions.contains(where: { if case .skipUnholdable = $0 { return true }; return false })
         else { return }
-        try enter(path, source: s, mirror: m, &walk, &scan)
+        try enter(path, source: s, mirror: m, waits: waits, &walk, &scan)
     }
 
     /// The state of one path and its actions (a rename when the mirror holds it under
@@ -199,7 +217,7 @@ public struct TreeScanner {
     }
 
     /// Lists a directory on both sides (read ahead, or now) and pushes its frame.
-    private func enter(_ path: RelativePath, source s: FileStat, mirror m: FileStat?,
+    private func enter(_ path: RelativePath, source s: FileStat, mirror m: FileStat?, waits: Bool,
                        _ walk: inout TreeWalk, _ scan: inout SyncScan) throws {
         let listing = walk.prefetcher?.take(path, mirrorIsDirectory: m?.kind == .directory)
         let sourceEntries: [DirectoryEntry]
@@ -224,7 +242,7 @@ public struct TreeScanner {
         }
         let cases = limits.foldsCase ? CaseMatching(limits: limits, source: sourceEntries, mirror: mirrorEntries) : nil
         walk.frames.append(TreeWalk.Frame(path: path, source: s, entries: Self.merged(sourceEntries, mirrorEntries),
-                                          cases: cases))
+                                          cases: cases, waits: waits))
     }
 
     /// Both sides' names, once each, in walk order.

@@ -1,6 +1,57 @@
-/// The renames found by identity: a new source path that is a recorded object moved
-/// while nobody watched.
+/// What waits for the end of a streamed pass, and the renames found by identity: a new
+/// source path that is a recorded object moved while nobody watched.
 extension TreeScanner {
+    /// True for a directory a streamed pass leaves for its end instead of walking it now:
+    /// a new one that is a recorded directory moved (the move is noted, and made before it
+    /// is walked), or a recorded one replaced by another (its old self may be such a
+    /// move's origin, and must not be written into first).
+    func leftForTheEnd(_ state: PathState, _ actions: [SyncAction], _ inodes: RecordedInodes, _ walked: Set<RelativePath>,
+                       _ scan: inout SyncScan) -> Bool {
+        guard let s = state.source, s.kind == .directory else { return false }
+        if state.record == nil, state.mirror == nil, s.identityStamp != nil, actions == [.makeDirectory(state.path, mode: s.mode)] {
+            let claimed = Set(scan.directoryRenames.map(\.from)).union(walked)
+            guard let move = try? movedDirectory(to: state.path, s, slots: inodes.directorySlots(s.inode, in: records.records), claimed: claimed)
+            else { return false }
+            scan.directoryRenames.append(move)
+            return true
+        }
+        guard let r = state.record, r.kind == .directory, let birth = r.birthTime, let m = state.mirror, m.kind == .directory,
+              limits.recordedInode(m.inode) == r.mirrorInode else { return false }
+        return r.device != s.device || r.inode != s.inode || s.identityStamp != birth
+    }
+
+    /// True for a step that waits for the end of a streamed pass: a deletion (the brake
+    /// decides over all of them), a new file that may be a recorded one renamed, or what
+    /// stands where a recorded directory was (it may have moved).
+    func waitsForTheEnd(_ state: PathState, _ actions: [SyncAction], _ inodes: RecordedInodes) -> Bool {
+        if actions.contains(where: \.isDeletion) { return true }
+        if let s = state.source, s.kind == .regular, s.identityStamp != nil, state.record == nil, state.mirror == nil,
+           actions == [.copyFile(state.path)], inodes.mayHoldFile(s.inode) { return true }
+        if let r = state.record, r.kind == .directory, r.birthTime != nil, state.source?.kind != .directory { return true }
+        return false
+    }
+
+    /// Readies what waited for the end of a streamed pass: steps at, in or above a
+    /// directory moved since the walk saw them are planned again, every waiting step is
+    /// counted (the brake's totals), renames are paired, and the records nothing visited
+    /// are found stale.
+    func settle(_ scan: inout SyncScan, moved: [Move]) {
+        var steps = scan.steps
+        scan.steps = []
+        for i in steps.indices {
+            guard case .path(var state, var actions, _) = steps[i] else { continue }
+            let path = state.path
+            if moved.contains(where: { path.isWithin($0.from) || $0.from.isWithin(path) }) {
+                do { (state, actions) = plan(path, source: try source.stat(path), mirror: try mirror.stat(path), caseRename: nil, &scan) } catch {}
+            }
+            steps[i] = .path(state, actions, removedEntries: tally(state, actions, into: &scan, collect: false))
+        }
+        steps.removeAll { if case .path(_, let actions, _) = $0 { return actions.isEmpty }; return false }
+        scan.steps = steps
+        pairRenames(&scan)
+        findStaleRecords(&scan)
+    }
+
     /// Turns (vanished path, new path) pairs whose identity is certain into renames:
     /// the new path's copy becomes `.renameFrom`, the vanished path's removal goes.
     func pairRenames(_ scan: inout SyncScan) {
