@@ -205,7 +205,7 @@ struct MirrorLimitsTests {
         records.mirror = MirrorRoot(identity: FileIdentity(device: 2, inode: 1), fileSystem: [], limits: .none)
         let store = InMemoryStore(records)
         var engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: records, options: SyncOptions())
-        let first = engine.apply(try engine.prepare())
+        let first = try engine.fullPass().summary
         #expect(first.errors.isEmpty, "\(first.errors)")
         #expect(first.copiedFiles == 1)
         #expect(first.skippedUnholdable == 2)
@@ -215,7 +215,7 @@ struct MirrorLimitsTests {
         // After a restart the learned size stands: nothing that large is tried again.
         let installs = mirror.count(.install)
         engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: try store.load(), options: SyncOptions())
-        let second = engine.apply(try engine.prepare())
+        let second = try engine.fullPass().summary
         #expect(second.errors.isEmpty && second.copiedFiles == 0 && second.skippedUnholdable == 2)
         #expect(mirror.count(.install) == installs, "a file over the learned size was tried again")
     }

@@ -119,7 +119,7 @@ struct MirrorSeamTests {
         let store = InMemoryStore()
         let engine = SyncEngine(source: source, mirror: mirror, store: store, records: RecordSet(), options: SyncOptions())
 
-        let first = engine.apply(try engine.prepare())
+        let first = try engine.fullPass().summary
         try #require(first.errors.isEmpty, "\(first.errors)")
         let calls = mirror.recorded
         let begun = calls.compactMap { if case .beginInstall(let paths) = $0 { paths } else { nil } }
@@ -136,7 +136,7 @@ struct MirrorSeamTests {
         mirror.calls.withLock { $0.removeAll() }
         try source.rename(Self.p("old"), to: Self.p("new"))
         source.delete(Self.p("gone"))
-        let second = engine.apply(try engine.prepare())
+        let second = try engine.fullPass().summary
         try #require(second.errors.isEmpty, "\(second.errors)")
         let again = mirror.recorded
         #expect(second.renamed == 1 && second.copiedFiles == 0, "\(second)")

@@ -14,7 +14,7 @@ struct PassMemoryTests {
         }
         let engine = SyncEngine(source: source, mirror: LocalMirror(InMemoryTree(device: 2)), store: InMemoryStore(),
                                 records: RecordSet(), options: SyncOptions())
-        let summary = engine.apply(try engine.prepare(.root))
+        let summary = try engine.fullPass().summary
         #expect(summary.copiedFiles == 2200)
         let table = engine.records.records
         #expect(table.count == 2221, "2200 files, 20 directories and the root")

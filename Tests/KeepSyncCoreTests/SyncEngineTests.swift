@@ -50,11 +50,10 @@ struct SyncEngineTests {
             set { engine.reconfigure(newValue) }
         }
 
-        /// One full pass: prepare (directory renames first, then the scan), then apply.
+        /// One full pass, streamed (directory renames made before the directories are walked).
         @discardableResult
         func pass() throws -> SyncSummary {
-            let scan = try engine.prepare()
-            return engine.apply(scan)
+            try engine.fullPass().summary
         }
 
         /// A new engine over the records the store holds, as after a restart.

@@ -13,14 +13,20 @@ public enum ByteSize {
         return unit == 0 ? "\(n) B" : "\(tenths / 10).\(tenths % 10) \(units[unit])"
     }
 
-    /// `syncing: 1234/20000 files, 120.0 MiB/511.0 MiB, 85.2 MiB/s, ETA 5s`.
-    public static func progress(files: Int, totalFiles: Int, bytes: UInt64, totalBytes: UInt64, seconds: Double) -> String {
+    /// `syncing: 1234/20000 files, 120.0 MiB/511.0 MiB, 85.2 MiB/s, ETA 5s`; while the
+    /// totals may still grow, `1234/1500+ files, 120.0 MiB/130.0 MiB+, 85.2 MiB/s`.
+    public static func progress(files: Int, totalFiles: Int, bytes: UInt64, totalBytes: UInt64, seconds: Double,
+                                totalKnown: Bool = true) -> String {
         let rate = seconds > 0 ? Double(bytes) / seconds : 0
-        var text = "syncing: \(files)/\(totalFiles) files, \(human(bytes))/\(human(totalBytes))"
+        let more = totalKnown ? "" : "+"
+        var text = "syncing: \(files)/\(totalFiles)\(more) files, \(human(bytes))/\(human(totalBytes))\(more)"
         if rate > 0 {
             text += ", \(human(UInt64(rate)))/s"
-            let remaining = Double(totalBytes > bytes ? totalBytes - bytes : 0) / rate
-            text += ", ETA \(Int(remaining.rounded(.up)))s"
+            // No ETA while the pass still finds what to copy.
+            if totalKnown {
+                let remaining = Double(totalBytes > bytes ? totalBytes - bytes : 0) / rate
+                text += ", ETA \(Int(remaining.rounded(.up)))s"
+            }
         }
         return text
     }

@@ -36,24 +36,21 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
                                 options: settings.options, logger: logger)
         engine.io = host.copies.io
         engine.scanIO = host.copies.scanIO
-        let scan = try engine.prepare(.root)
-        let planned = scan.plannedCopies
         let started = clock.now
-        if progress.isActive && planned.files > 0 {
-            var done = (files: 0, bytes: UInt64(0))
+        if progress.isActive {
             var drawn: C.Instant?
             let clock = self.clock, progress = self.progress
-            engine.onCopy = { bytes in
-                done.files += 1
-                done.bytes += bytes
+            engine.onCopy = { p in
                 let now = clock.now
                 guard drawn.map({ $0.duration(to: now) >= .milliseconds(100) }) ?? true else { return }
                 drawn = now
-                progress.update(ByteSize.progress(files: done.files, totalFiles: planned.files, bytes: done.bytes,
-                                                  totalBytes: planned.bytes, seconds: ByteSize.seconds(started.duration(to: now))))
+                progress.update(ByteSize.progress(files: p.copied.files, totalFiles: p.planned.files, bytes: p.copied.bytes,
+                                                  totalBytes: p.planned.bytes, seconds: ByteSize.seconds(started.duration(to: now)),
+                                                  totalKnown: p.planComplete))
             }
         }
-        var summary = engine.apply(scan)
+        let (scan, passSummary) = try engine.fullPass()
+        var summary = passSummary
         // Records that could not be written fail the run (the writer keeps why).
         if var failure = engine.recordWriter.failure {
             if failure.path == nil { failure.path = .root }

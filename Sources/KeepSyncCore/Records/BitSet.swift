@@ -18,6 +18,25 @@ public struct BitSet: Sendable, Equatable {
         }
     }
 
+    /// Takes `i` out.
+    public mutating func remove(_ i: Int) {
+        let w = i >> 6
+        let bit: UInt64 = 1 << UInt64(i & 63)
+        guard w < words.count, words[w] & bit != 0 else { return }
+        words[w] &= ~bit
+        count -= 1
+    }
+
+    /// Adds every member of `other`.
+    public mutating func formUnion(_ other: BitSet) {
+        if other.words.count > words.count { words += Array(repeating: 0, count: other.words.count - words.count) }
+        count = 0
+        for w in words.indices {
+            if w < other.words.count { words[w] |= other.words[w] }
+            count += words[w].nonzeroBitCount
+        }
+    }
+
     /// True when `i` is a member.
     public func contains(_ i: Int) -> Bool {
         let w = i >> 6

@@ -25,7 +25,8 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         var isLive: Bool { bits & Slot.live != 0 }
     }
 
-    private(set) var slots: [Slot] = []
+    /// In pages: a table that grows never moves them.
+    private(set) var slots = Slots()
     private var free: [UInt32] = []
     private var arena: [UInt8] = []
     private var garbage = 0
@@ -144,6 +145,11 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         var out: [(index: Int, inode: UInt64)] = []
         for i in slots.indices where slots[i].isLive && slots[i].bits & 7 == kind.rawValue { out.append((i, slots[i].inode)) }
         return out
+    }
+
+    /// Calls `body` with the inode of each live record of `kind` (no path is built).
+    public func forEachInode(ofKind kind: FileKind, _ body: (UInt64) -> Void) {
+        for s in slots where s.isLive && s.bits & 7 == kind.rawValue { body(s.inode) }
     }
 
     /// Every record in a fixed order (by directory path, then name bytes) without holding

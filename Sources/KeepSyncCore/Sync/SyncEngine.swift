@@ -1,7 +1,8 @@
 import Dispatch
 
 /// A full verify-and-repair pass over the protocols: walk source and mirror side by
-/// side, feed every path through the Planner, apply, then forget stale records.
+/// side, feed every path through the Planner, apply (as the walk goes, `fullPass`), then
+/// forget stale records.
 public final class SyncEngine {
     let source: any FileSystemProviding
     let mirror: any MirrorProviding
@@ -17,8 +18,12 @@ public final class SyncEngine {
     /// Where record changes go once their mirror change is made (written durably, in
     /// order, where its scheduler says).
     public private(set) var recordWriter: RecordWriter
-    /// Called after each file this engine copies itself, with its size.
-    public var onCopy: ((UInt64) -> Void)?
+    /// Called after each file this engine copies itself, with the pass's progress.
+    public var onCopy: ((PassProgress) -> Void)?
+    /// The copies of the pass being applied: made, and planned so far.
+    var progress = PassProgress()
+    /// Record slots the pass being streamed wrote (their records are not stale).
+    var passWrites: BitSet?
     /// Batch size for record appends.
     static let batchSize = 1024
     /// A group commit's size: at most this many files or bytes.
@@ -87,59 +92,21 @@ public final class SyncEngine {
     /// Compares source, records and mirror below `scope`; changes nothing. Warns once
     /// per process about each special file.
     public func scan(_ scope: RelativePath = .root) throws -> SyncScan {
-        let scan = try TreeScanner(source: source, mirror: mirror, records: records, options: options, io: scanIO,
-                                   heartbeat: heartbeat).scan(scope)
-        for path in scan.specialFiles where !warned.contains(path) {
-            warned.insert(path)
-            logger.warning("skipping \(path.escaped): not a regular file, directory or symlink")
-        }
+        let scan = try scanner().scan(scope)
+        noteSpecial(scan)
         noteSkipped(scan)
         return scan
     }
 
-    /// Scans `scope` for a pass that is going to be applied. Directories renamed while
-    /// nobody watched (`SyncScan.directoryRenames`) are renamed in the mirror first, with
-    /// their records, and the tree is scanned again: their entries are then compared as
-    /// usual, so a renamed folder copies only what changed inside it. Nested renames take
-    /// another round.
-    public func prepare(_ scope: RelativePath = .root) throws -> SyncScan {
-        var scan = try self.scan(scope)
-        var applied = 0
-        for _ in 0..<4 where !scan.directoryRenames.isEmpty {
-            var done: [Move] = []
-            for pair in scan.directoryRenames.sorted(by: { $0.to.depth < $1.to.depth }) {
-                var move = pair
-                for d in done { if let r = move.from.rebased(from: d.from, to: d.to) { move.from = r } }
-                guard move.from != move.to, !move.to.isWithin(move.from) else { continue }
-                do {
-                    try makeMissingParents(of: move.to)
-                    guard try applyRename(from: move.from, to: move.to) else { continue }
-                    done.append(move)
-                    logger.info("renamed \(move.from.escaped) to \(move.to.escaped)")
-                } catch {
-                    logger.debug("\(move.from.escaped) -> \(move.to.escaped) not renamed (\(error)); comparing its entries")
-                }
-            }
-            guard !done.isEmpty else { break }
-            applied += done.count
-            scan = try self.scan(scope)
-        }
-        scan.appliedRenames = applied
-        return scan
+    /// A scanner over the records as they are now.
+    func scanner() -> TreeScanner {
+        TreeScanner(source: source, mirror: mirror, records: records, options: options, io: scanIO, heartbeat: heartbeat)
     }
 
-    /// Creates the mirror directories missing above `path` (their mode and mtime follow
-    /// in the pass).
-    private func makeMissingParents(of path: RelativePath) throws {
-        var missing: [RelativePath] = []
-        var next = path.parent
-        while let d = next, !d.isRoot, try mirror.stat(d) == nil {
-            missing.append(d)
-            next = d.parent
-        }
-        for d in missing.reversed() {
-            guard let s = try source.stat(d), s.kind == .directory else { return }
-            _ = try mirror.makeDirectory(d, mode: s.mode)
+    /// Warns once per process about each special file a scan met.
+    func noteSpecial(_ scan: SyncScan) {
+        for path in scan.specialFiles where warned.insert(path).inserted {
+            logger.warning("skipping \(path.escaped): not a regular file, directory or symlink")
         }
     }
 
@@ -155,109 +122,26 @@ public final class SyncEngine {
     /// record (`recordCopy`).
     /// `brake` holds the deletions of a pass with too many (nil: the options' brake).
     public func apply(_ scan: SyncScan, deferCopies: Bool = false, brake: MassDeleteBrake? = nil) -> SyncSummary {
-        var summary = SyncSummary()
-        summary.renamed = scan.appliedRenames
-        summary.skippedUnholdable = scan.unholdable.count
+        var pass = PassApplication(brake: brake ?? MassDeleteBrake(options))
+        pass.summary.skippedUnholdable = scan.unholdable.count
+        pass.hold = pass.brake.holds(scan)
         self.deferCopies = deferCopies
-        let brake = brake ?? MassDeleteBrake(options)
-        let hold = brake.holds(scan)
-        var dirty: Set<RelativePath> = []
-        var finished: Set<RelativePath> = []
-        var refix: Set<RelativePath> = []
-        var blocked: [RelativePath] = []   // directories whose entries cannot be worked on
-
-        func isBlocked(_ p: RelativePath) -> Bool {
-            blocked.contains { p != $0 && p.isWithin($0) }
-        }
-        func markDirty(_ p: RelativePath) {
-            guard let parent = p.parent else { return }
-            dirty.insert(parent)
-            if finished.contains(parent) { refix.insert(parent) }
-        }
-        // With renames, pure deletions wait until the renames moved their files out.
-        var steps = scan.steps
-        if scan.renames > 0 {
-            let isDeletion: (SyncScan.Step) -> Bool = {
-                if case .path(let state, let actions, _) = $0 { return state.source == nil && !actions.isEmpty }
-                return false
-            }
-            steps = steps.filter { !isDeletion($0) } + steps.filter(isDeletion)
-        }
-
-        // Room for the records the pass adds, made at once: a table grown by doubling as
-        // copies land held up to three times its size while it moved.
+        progress = PassProgress(planned: scan.plannedCopies, planComplete: true)
+        // Room for the records the pass adds, made at once: the index is rebuilt once, not
+        // at each doubling.
         var adding = records.records[scan.scope] == nil ? 1 : 0
-        for step in steps {
+        for step in scan.steps {
             if case .path(let state, _, _) = step, state.record == nil, state.source != nil { adding += 1 }
         }
-        // Half as much again when it must grow: a live round adding one file must not copy
-        // a full table each time (an exact reservation would).
-        let needed = records.records.count + adding, capacity = records.records.slots.capacity
-        if needed > capacity { records.records.reserveCapacity(capacity == 0 ? needed : max(needed, capacity + capacity / 2)) }
-        for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &summary) }
-        for step in steps {
-            heartbeat?.beat()
-            switch step {
-            case .removeTemporary(let path):
-                if isBlocked(path) { continue }
-                do {
-                    guard try mirror.removeLeftoverTemporary(path) else { continue }
-                    summary.removedTemporaries += 1
-                    markDirty(path)
-                    logger.debug("removed leftover temp file \(path.escaped)")
-                } catch let error as KeepSyncError where error.code == .notFound {
-                    continue
-                } catch { report(error, path: path, into: &summary) }
-
-            case .path(let state, let actions, let removedEntries):
-                let path = state.path
-                if isBlocked(path) { continue }
-                if hold && brake.holds(path, actions: actions) {
-                    summary.heldDeletes += removedEntries
-                    if state.source?.kind == .directory { blocked.append(path) }
-                    continue
-                }
-                for action in actions {
-                    do {
-                        try execute(action, state: state, summary: &summary)
-                        if action.changesMirrorEntries { markDirty(path) }
-                        // The directory the file left changed too (maybe after its finish).
-                        if case .renameFrom(let old, _) = action { markDirty(old) }
-                    } catch {
-                        report(error, path: path, into: &summary)
-                        if state.source?.kind == .directory { blocked.append(path) }
-                        break
-                    }
-                }
-
-            case .finishDirectory(let path, let sourceStat):
-                finished.insert(path)
-                if isBlocked(path) || blocked.contains(path) { continue }
-                if !batch.isEmpty {
-                    waitingFinishes.append((path, sourceStat, dirty.contains(path)))
-                } else if inFlight != nil {
-                    inFlight!.finishes.append((path, sourceStat, dirty.contains(path)))
-                } else {
-                    finish(path, source: sourceStat, entriesChanged: dirty.contains(path), summary: &summary)
-                }
-            }
-        }
-        commitBatch(&summary)
-        finishInFlight(&summary)
-        for dir in refix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) where !isBlocked(dir) {
-            do { try fixDirectory(dir) } catch { report(error, path: dir, into: &summary) }
-        }
-        // Forget records of paths the scan no longer found (only when nothing was held or blocked).
-        for path in scan.staleRecords where records.records[path] != nil {
-            if hold || blocked.contains(where: { path.isWithin($0) }) { continue }
-            change(.remove(path))
-        }
-        recordWriter.flush()
-        return summary
+        records.records.reserveCapacity(records.records.count + adding)
+        for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &pass.summary) }
+        for step in Self.ordered(scan) { apply(step, &pass) }
+        close(&pass, staleRecords: scan.staleRecords)
+        return pass.summary
     }
 
     /// Carries out one action against the mirror and the records.
-    private func execute(_ action: SyncAction, state: PathState, summary: inout SyncSummary) throws {
+    func execute(_ action: SyncAction, state: PathState, summary: inout SyncSummary) throws {
         switch action {
         case .copyFile(let path):
             if deferCopies {
@@ -385,7 +269,7 @@ public final class SyncEngine {
     }
 
     /// Queues a record change; written in batches.
-    private func change(_ c: RecordChange) {
+    func change(_ c: RecordChange) {
         var c = c
         // Where mirror inodes do not survive a remount, records keep none.
         if case .put(var r) = c, !limits.stableInodes, r.mirrorInode != 0 {
@@ -393,6 +277,7 @@ public final class SyncEngine {
             c = .put(r)
         }
         records.apply(c)
+        if case .put(let r) = c, passWrites != nil, let slot = records.records.slotIndex(of: r.path) { passWrites?.insert(slot) }
         if recordWriter.add(c) >= SyncEngine.batchSize { recordWriter.flush() }
     }
 

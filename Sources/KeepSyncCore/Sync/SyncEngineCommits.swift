@@ -44,7 +44,9 @@ extension SyncEngine {
                 recordCopy(copied)
                 summary.copiedFiles += 1
                 summary.copiedBytes += copied.installed.size
-                onCopy?(copied.installed.size)
+                progress.copied.files += 1
+                progress.copied.bytes += copied.installed.size
+                onCopy?(progress)
             case .success(nil):
                 break
             case .failure(let error as KeepSyncError) where error.code == .tooLarge:

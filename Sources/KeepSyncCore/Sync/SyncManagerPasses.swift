@@ -76,11 +76,10 @@ extension SyncManager {
         defer { resyncing = false }
         let options = engine.options
         do {
-            let scan = try engine.prepare(.root)
+            let (scan, summary) = try engine.fullPass(deferCopies: true, brake: MassDeleteBrake(options, exempt: exempt))
             hardLinks.known = scan.hardLinked
             passPlanned = scan.plannedCopies
             passCopied = (0, 0)
-            let summary = engine.apply(scan, deferCopies: true, brake: MassDeleteBrake(options, exempt: exempt))
             heldDeletes = summary.heldDeletes
             if summary.heldDeletes > 0 {
                 logger.warning("held \(summary.heldDeletes) deletions: more than \(options.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; send SIGUSR1 after checking, or restart with --allow-mass-delete")

@@ -1,0 +1,112 @@
+/// What applying one pass keeps from one step to the next.
+struct PassApplication {
+    var summary = SyncSummary()
+    var brake: MassDeleteBrake
+    /// The brake holds this pass's deletions (known once all of them are).
+    var hold = false
+    /// Directories whose entries changed, until their finish.
+    var dirty: Set<RelativePath> = []
+    /// Whether finishes are remembered: later steps may change those directories' entries
+    /// (a rename out of one, deletions after renames), and they are then fixed again.
+    var remembersFinishes = true
+    var finished: Set<RelativePath> = []
+    var refix: Set<RelativePath> = []
+    /// Directories whose entries cannot be worked on (failed, or held by the brake).
+    var blocked: [RelativePath] = []
+
+    init(brake: MassDeleteBrake) {
+        self.brake = brake
+    }
+
+    func isBlocked(_ p: RelativePath) -> Bool {
+        blocked.contains { p != $0 && p.isWithin($0) }
+    }
+
+    mutating func markDirty(_ p: RelativePath) {
+        guard let parent = p.parent else { return }
+        dirty.insert(parent)
+        if finished.contains(parent) { refix.insert(parent) }
+    }
+}
+
+/// The engine's steps: one at a time against the mirror and the records, then what a pass
+/// does once all are applied.
+extension SyncEngine {
+    /// A scan's steps in the order they are applied: with renames, pure deletions wait
+    /// until the renames moved their files out.
+    static func ordered(_ scan: SyncScan) -> [SyncScan.Step] {
+        guard scan.renames > 0 else { return scan.steps }
+        let isDeletion: (SyncScan.Step) -> Bool = {
+            if case .path(let state, let actions, _) = $0 { return state.source == nil && !actions.isEmpty }
+            return false
+        }
+        return scan.steps.filter { !isDeletion($0) } + scan.steps.filter(isDeletion)
+    }
+
+    /// Applies one step: errors per path, a directory's finish after the copies before it.
+    func apply(_ step: SyncScan.Step, _ pass: inout PassApplication) {
+        heartbeat?.beat()
+        switch step {
+        case .removeTemporary(let path):
+            if pass.isBlocked(path) { return }
+            do {
+                guard try mirror.removeLeftoverTemporary(path) else { return }
+                pass.summary.removedTemporaries += 1
+                pass.markDirty(path)
+                logger.debug("removed leftover temp file \(path.escaped)")
+            } catch let error as KeepSyncError where error.code == .notFound {
+                return
+            } catch { report(error, path: path, into: &pass.summary) }
+
+        case .path(let state, let actions, let removedEntries):
+            let path = state.path
+            if pass.isBlocked(path) { return }
+            if pass.hold && pass.brake.holds(path, actions: actions) {
+                pass.summary.heldDeletes += removedEntries
+                if state.source?.kind == .directory { pass.blocked.append(path) }
+                return
+            }
+            for action in actions {
+                do {
+                    try execute(action, state: state, summary: &pass.summary)
+                    if action.changesMirrorEntries { pass.markDirty(path) }
+                    // The directory the file left changed too (maybe after its finish).
+                    if case .renameFrom(let old, _) = action { pass.markDirty(old) }
+                } catch {
+                    report(error, path: path, into: &pass.summary)
+                    if state.source?.kind == .directory { pass.blocked.append(path) }
+                    break
+                }
+            }
+
+        case .finishDirectory(let path, let sourceStat):
+            let dirty = pass.dirty.remove(path) != nil
+            if pass.remembersFinishes { pass.finished.insert(path) }
+            if pass.isBlocked(path) || pass.blocked.contains(path) { return }
+            if !batch.isEmpty {
+                waitingFinishes.append((path, sourceStat, dirty))
+            } else if inFlight != nil {
+                inFlight!.finishes.append((path, sourceStat, dirty))
+            } else {
+                finish(path, source: sourceStat, entriesChanged: dirty, summary: &pass.summary)
+            }
+        }
+    }
+
+    /// Ends a pass: the last group commits, directories changed after their finish are
+    /// fixed again, stale records go (unless something was held or blocked), records are
+    /// written.
+    func close(_ pass: inout PassApplication, staleRecords: [RelativePath]) {
+        commitBatch(&pass.summary)
+        finishInFlight(&pass.summary)
+        for dir in pass.refix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) where !pass.isBlocked(dir) {
+            do { try fixDirectory(dir) } catch { report(error, path: dir, into: &pass.summary) }
+        }
+        // Forget records of paths the scan no longer found (only when nothing was held or blocked).
+        for path in staleRecords where records.records[path] != nil {
+            if pass.hold || pass.blocked.contains(where: { path.isWithin($0) }) { continue }
+            change(.remove(path))
+        }
+        recordWriter.flush()
+    }
+}
