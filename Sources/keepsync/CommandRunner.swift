@@ -31,13 +31,13 @@ struct CommandRunner: Sendable {
                 LogSink.writeOut("keepsync \(KeepSyncVersion.current)\n")
                 return .success
             case .sync:
-                return try sync(try mirrorSettings(invocation), foreground: foreground)
+                return try sync(try settings(invocation), foreground: foreground)
             case .check:
-                return try check(try mirrorSettings(invocation), foreground: foreground)
+                return try check(try settings(invocation), foreground: foreground)
             case .status:
                 return try status(invocation)
             case .run:
-                return try runAgent(try mirrorSettings(invocation), foreground: foreground)
+                return try runAgent(try settings(invocation), foreground: foreground)
             case .serviceInstall:
                 return try ServiceInstaller(invocation: invocation, environment: environment, home: home).install()
             case .serviceUninstall:
@@ -67,22 +67,12 @@ struct CommandRunner: Sendable {
     /// Loads the configuration file and flags, resolves and checks the paths.
     func settings(_ invocation: Invocation) throws -> Settings { try resolver.settings(invocation) }
 
-    /// `settings` for a command that writes to or reads the mirror: one on another machine
-    /// is refused (the remote transport is not built yet), never taken for a local path.
-    func mirrorSettings(_ invocation: Invocation) throws -> Settings {
-        let settings = try settings(invocation)
-        if settings.remote != nil {
-            throw KeepSyncError(.configuration, "--mirror \(settings.mirrorName): mirrors on another machine are not supported by this version yet")
-        }
-        return settings
-    }
-
     // MARK: sync
 
     func sync(_ settings: Settings, foreground: Bool) throws -> ExitCode {
         let progress = TerminalProgress(enabled: foreground)
         let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
-        return try SyncCommand(settings: settings, host: LinuxAgentHost(), statusWriter: StatusFileWriter(stateDirectory: settings.state),
+        return try SyncCommand(settings: settings, host: try LinuxAgentHost(settings: settings), statusWriter: StatusFileWriter(stateDirectory: settings.state),
                                progress: progress, clock: ContinuousClock(), logger: logger).run()
     }
 
@@ -93,7 +83,7 @@ struct CommandRunner: Sendable {
         let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
         let runner = self
         let invocation = settings.invocation
-        let agent = Agent(settings: settings, host: LinuxAgentHost(), notifier: SystemdNotifier(environment: environment),
+        let agent = Agent(settings: settings, host: try LinuxAgentHost(settings: settings), notifier: SystemdNotifier(environment: environment),
                           statusWriter: StatusFileWriter(stateDirectory: settings.state), progress: progress,
                           clock: ContinuousClock(), logger: logger, reload: { try runner.settings(invocation) })
         let (signals, signalSource) = SignalSource.stream()
@@ -117,14 +107,18 @@ struct CommandRunner: Sendable {
             throw KeepSyncError(.configuration, "source \(HostPaths.display(settings.source)) does not exist or is not a directory")
         }
         let sourceTree = try PosixFileSystem(rootPath: settings.source)
+        let host = try LinuxAgentHost(settings: settings)
         let mirrorTree: any FileSystemProviding
-        if HostPaths.stat(settings.mirror)?.kind == .directory {
+        if let remote = host.remote {
+            mirrorTree = try remote.current() == nil ? AbsentTree()
+                : RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source)
+        } else if HostPaths.stat(settings.mirror)?.kind == .directory {
             mirrorTree = try PosixFileSystem(rootPath: settings.mirror)
         } else {
             mirrorTree = AbsentTree()
         }
         return try CheckCommand(source: sourceTree, mirror: mirrorTree, options: settings.options, io: LinuxAgentHost.scanIO,
-                                limits: LinuxAgentHost().recordedMirrorLimits(settings))
+                                limits: host.recordedMirrorLimits(settings))
             .run(output: LogSink.writeOut, errors: LogSink.write)
     }
 

@@ -23,6 +23,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var state = AgentState.starting
     var lastFullSync: String?
     var seenPasses = 0
+    /// When the mirror's host stopped answering (status wording), nil while it answers.
+    var unreachableSince: String?
     /// The full passes whose memory was given back (`AgentHost.releaseMemory`).
     var releasedAfterPasses = 0
     var rootProblem: String?
@@ -178,9 +180,12 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             return problem
         }
         // The mirror root checked at start is the one written to, whatever the records hold.
+        // One that cannot be asked now (its host is away) is asked at the next pass.
         guard let mirror else { return nil }
+        let current: MirrorRoot?
+        do { current = try host.mirrorRoot(settings.mirror) } catch { return nil }
         return MirrorSafety.problem(name: settings.mirrorName, recorded: mirror, recordedEntries: 1, rootRecordInode: nil,
-                                    current: host.mirrorRoot(settings.mirror))
+                                    current: current)
     }
 
     // MARK: Signals
@@ -318,13 +323,29 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         }
         writeStatus(state: current, snapshot: snapshot, extraErrors: extra, force: force,
                     unwatched: (unwatched, period))
-        let line = StatusLine.text(state: current, snapshot: snapshot, readySent: status.readySent)
-        // After STOPPING=1 (a SIGTERM during the initial sync) no READY=1.
-        if current == .watching && !status.readySent && !stopRequested {
+        var line = StatusLine.text(state: current, snapshot: snapshot, readySent: status.readySent)
+        if let since = noteUnreachable(snapshot.unreachable) { line = "remote unreachable since \(since), " + line }
+        // After STOPPING=1 (a SIGTERM during the initial sync) no READY=1. A host that
+        // cannot be reached does not hold READY back: the agent watches and waits for it.
+        if (current == .watching || unreachableSince != nil) && !status.readySent && !stopRequested {
             status.ready(line)
         } else {
             status.notify(line)
         }
+    }
+
+    /// Notes when the mirror's host stopped answering (logged once per outage); returns
+    /// that time while it lasts.
+    func noteUnreachable(_ message: String?) -> String? {
+        guard let message else {
+            unreachableSince = nil
+            return nil
+        }
+        if unreachableSince == nil {
+            unreachableSince = host.timestamp()
+            logger.warning("remote unreachable since \(unreachableSince!): \(message); changes wait, retrying")
+        }
+        return unreachableSince
     }
 
     func writeStatus(state: AgentState, snapshot: SyncManager<C>.Snapshot?, extraErrors: [(String, String)], force: Bool,
@@ -340,6 +361,13 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         withLimits.skipped = (snapshot?.skipped ?? []).map(\.escaped)
         withLimits.unwatchedDirectories = unwatched.count
         withLimits.pollSeconds = unwatched.period.map(ByteSize.seconds)
+        if let remote = settings.remote {
+            withLimits.remote = remote.host
+            withLimits.lagSeconds = (snapshot?.lag).map { (ByteSize.seconds($0) * 10).rounded() / 10 } ?? 0
+            if let since = unreachableSince, let at = withLimits.errors.firstIndex(where: { $0.path == "." }) {
+                withLimits.errors[at].message = "remote unreachable since \(since): " + withLimits.errors[at].message
+            }
+        }
         status.write(withLimits, force: force, now: clock.now)
     }
 }

@@ -25,8 +25,9 @@ public protocol AgentHost: Sendable {
     /// True when the source root's path lists no entries (false when it cannot be read).
     func sourceRootIsEmpty(_ path: [UInt8]) -> Bool
     /// The mirror root at `path` as it is now (identity and file system, no limits probed);
-    /// nil when nothing is there.
-    func mirrorRoot(_ path: [UInt8]) -> MirrorRoot?
+    /// nil when nothing is there; throws when it cannot be asked (a remote mirror's host
+    /// does not answer).
+    func mirrorRoot(_ path: [UInt8]) throws -> MirrorRoot?
     /// Returns memory freed by a big pass to the system (the allocator keeps it otherwise:
     /// a first run over 100k files left `run` at 97 MiB resident, a restart at 20 MiB).
     func releaseMemory()

@@ -28,6 +28,10 @@ public struct StatusReport: Equatable, Sendable {
     public var unwatchedDirectories = 0
     /// How often those are looked at, in seconds (nil while all are watched).
     public var pollSeconds: Double?
+    /// The mirror's host, for a remote mirror (nil: local).
+    public var remote: String?
+    /// For a remote mirror: the age of the oldest change not yet on the remote, seconds.
+    public var lagSeconds: Double = 0
     /// How many paths `skipped` lists at most.
     public static let skippedShown = 20
 
@@ -53,6 +57,7 @@ public struct StatusReport: Equatable, Sendable {
             && a.heldDeletes == b.heldDeletes && a.errors.map(\.path) == b.errors.map(\.path)
             && a.errors.map(\.message) == b.errors.map(\.message) && a.mirrorLimits == b.mirrorLimits
             && a.skipped == b.skipped && a.unwatchedDirectories == b.unwatchedDirectories && a.pollSeconds == b.pollSeconds
+            && a.remote == b.remote && a.lagSeconds == b.lagSeconds
     }
 
     /// The JSON text (one object, keys in SPEC order, newline-terminated).
@@ -68,6 +73,9 @@ public struct StatusReport: Equatable, Sendable {
         s += "]}"
         if unwatchedDirectories > 0 {
             s += ", \"unwatchedDirectories\": \(unwatchedDirectories), \"pollSeconds\": \(pollSeconds.map { String($0) } ?? "null")"
+        }
+        if let remote {
+            s += ", \"remote\": \(Self.quote(remote)), \"lagSeconds\": \(lagSeconds)"
         }
         s += "}\n"
         return s

@@ -26,6 +26,8 @@ public struct KeepSyncError: Error, Sendable, Equatable, CustomStringConvertible
         case unsafePath
         /// Any other I/O failure.
         case io
+        /// The mirror's host cannot be reached or refuses the login (remote mirrors).
+        case unreachable
     }
 
     /// The code.

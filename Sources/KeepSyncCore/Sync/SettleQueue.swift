@@ -26,6 +26,12 @@ struct SettleQueue {
     /// True when nothing waits.
     var isEmpty: Bool { entries.isEmpty }
 
+    /// How many paths wait.
+    var count: Int { entries.count }
+
+    /// Lets every waiting path go, and the room they took.
+    mutating func removeAll() { entries = [:] }
+
     /// The queued paths.
     var paths: Dictionary<RelativePath, Entry>.Keys { entries.keys }
 

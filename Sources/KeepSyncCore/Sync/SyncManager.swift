@@ -50,6 +50,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         public var mirrorLimits: MirrorLimits?
         /// Source paths the mirror cannot hold, sorted.
         public var skipped: [RelativePath] = []
+        /// Why the mirror's host cannot be reached now (nil: it can, or is local).
+        public var unreachable: String?
+        /// How long the oldest change not yet in the mirror has waited (nil: none waits).
+        public var lag: Duration?
 
         /// Compares the counters.
         public static func == (a: Snapshot, b: Snapshot) -> Bool {
@@ -57,7 +61,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
                 && a.heldDeletes == b.heldDeletes && a.fullPasses == b.fullPasses && a.resyncing == b.resyncing
                 && a.copiedFiles == b.copiedFiles && a.copiedBytes == b.copiedBytes
                 && a.passPlanned == b.passPlanned && a.passCopied == b.passCopied
-                && a.mirrorLimits == b.mirrorLimits && a.skipped == b.skipped
+                && a.mirrorLimits == b.mirrorLimits && a.skipped == b.skipped && a.unreachable == b.unreachable
         }
     }
 
@@ -108,6 +112,17 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// the probe's backoff (0.25 s doubling to 5 s).
     var mirrorFailures = 0
     var lastBlockedAt: Duration?
+    /// While the mirror's host cannot be reached: why, and since when. Nothing is sent
+    /// meanwhile; changes wait in `pending` (up to `unreachableLimit` paths, then
+    /// `catchUpInFull`), and the probe that reaches it again starts a full pass.
+    var unreachable: (message: String, since: Duration)?
+    /// More queued paths than `unreachableLimit` came while the host was unreachable:
+    /// they were let go and the full pass at reconnection finds them.
+    var catchUpInFull = false
+    /// Paths kept while the mirror's host is unreachable.
+    static var unreachableLimit: Int { 10_000 }
+    /// When the oldest change not yet in the mirror came (nil: none waits).
+    var oldestWaiting: Duration?
     var directoriesToFix: Set<RelativePath> = []
     /// Hard-linked files changed whose other names are to be looked at.
     var hardLinks = HardLinkTracker()
@@ -232,7 +247,26 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             inFlight[path] = true
             if !immediately { return }
         }
+        if oldestWaiting == nil { oldestWaiting = now }
+        if unreachable != nil {
+            // Bounded however long the host stays away: past the limit, the full pass at
+            // reconnection finds every change.
+            if catchUpInFull { return }
+            if pending.count >= Self.unreachableLimit {
+                pending.removeAll()
+                catchUpInFull = true
+                logger.info("more than \(Self.unreachableLimit) changes while the mirror's host is unreachable: a full pass will find them")
+                return
+            }
+        }
         pending.add(path, now: now, immediately: immediately, removal: removal)
+    }
+
+    /// Forgets when the oldest waiting change came once nothing waits.
+    func noteIfIdle() {
+        if pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && unreachable == nil && !fullResyncRequested {
+            oldestWaiting = nil
+        }
     }
 
     func move(from: RelativePath, to: RelativePath, now: Duration) {
@@ -280,9 +314,11 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         queuedPaths.formUnion(inFlight.keys)
         var shown = errors
         if let rootError { shown[.root] = rootError.message }
+        noteIfIdle()
         return Snapshot(pending: queuedPaths.count, errors: shown, files: files, bytes: bytes,
                         heldDeletes: heldDeletes, fullPasses: fullPasses, resyncing: resyncing,
                         copiedFiles: copiedFiles, copiedBytes: copiedBytes, passPlanned: passPlanned, passCopied: passCopied,
-                        mirrorLimits: engine.records.mirror?.limits, skipped: engine.skipped.keys.sorted())
+                        mirrorLimits: engine.records.mirror?.limits, skipped: engine.skipped.keys.sorted(),
+                        unreachable: unreachable?.message, lag: oldestWaiting.map { now - $0 })
     }
 }

@@ -16,7 +16,7 @@ extension SyncManager {
     /// few barriers instead of paying one per file.
     func startCopies() {
         if holdingCopies { return }
-        while !copyQueue.isEmpty, !stopping {
+        while !copyQueue.isEmpty, !stopping, unreachable == nil {
             let size: Int
             if copyQueue.count == 1 && workers < executor.limit && (workers == 0 || groupsRunning == 0) {
                 size = 1
@@ -85,6 +85,11 @@ extension SyncManager {
             let current = (try? source.stat(path)) ?? nil
             if stopping {
                 logger.debug("\(path.escaped): copy abandoned on stop")
+            } else if let e = error as? KeepSyncError, e.code == .unreachable {
+                // Sent again once the host answers: waits in the queue until then.
+                errors[path] = nil
+                enqueue(path, now: now, immediately: false)
+                blockMirror(e)
             } else if let e = error as? KeepSyncError, e.code == .tooLarge {
                 errors[path] = nil
                 engine.skipTooLarge(path, size: current?.size ?? 0)
@@ -164,6 +169,7 @@ extension SyncManager {
             }
         }
         flushRecords()
+        noteIfIdle()
         onChange?()
         if isIdle {
             let waiters = idleWaiters

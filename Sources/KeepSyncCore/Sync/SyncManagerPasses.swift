@@ -7,6 +7,8 @@ extension SyncManager {
 
     /// `nextDeadline` in the manager's time.
     func nextDue() -> Duration? {
+        // Nothing but the probe while the mirror's host cannot be reached.
+        if unreachable != nil { return mirrorProbeAt }
         if fullResyncRequested { return now }
         if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return now }
         var next = pending.nextDeadline
@@ -29,6 +31,7 @@ extension SyncManager {
     public func processDue() {
         let start = now
         if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
+        if unreachable != nil { return holdWhileUnreachable() }
         if let since = hardLinks.since, since + timing.maxDelay <= start { queueOtherLinks() }
         for path in retries.takeDue(now: start) { pending.addIfAbsent(path, at: start) }
         let verify = !fullResyncRequested && verifyAt.map { $0 <= start } == true
@@ -101,6 +104,8 @@ extension SyncManager {
             } else {
                 logger.info("\(label): \(summary.changeList) in \(took)")
             }
+        } catch let error as KeepSyncError where error.code == .unreachable {
+            blockMirror(error)
         } catch {
             rootError = .pass("\(error)")
             logger.error("full resync failed: \(error); retrying")
@@ -118,7 +123,7 @@ extension SyncManager {
     // MARK: Failures
 
     /// True for errors that say the whole mirror takes no writes now.
-    static func blocksMirror(_ code: KeepSyncError.Code) -> Bool { code == .noSpace || code == .readOnly }
+    static func blocksMirror(_ code: KeepSyncError.Code) -> Bool { code == .noSpace || code == .readOnly || code == .unreachable }
 
     /// Plans another attempt at a failed path: a probe of the mirror when it is full or
     /// read-only, else the path alone after its backoff.
@@ -134,6 +139,7 @@ extension SyncManager {
     }
 
     func blockMirror(_ error: KeepSyncError) {
+        if error.code == .unreachable { return loseHost(error) }
         guard mirrorProbeAt == nil else { return }
         // A mirror that fills up again soon (a file that does not fit while smaller ones
         // do) keeps its long backoff: at most one probe and full pass per 5 s.
@@ -148,16 +154,58 @@ extension SyncManager {
 
     var probeBackoff: Duration { .milliseconds(min(5000, 250 << min(5, mirrorFailures))) }
 
+    /// The mirror's host cannot be reached (or refuses the login): nothing more is tried
+    /// until a probe reaches it, after 1 s, doubling to 60 s.
+    func loseHost(_ error: KeepSyncError) {
+        guard unreachable == nil else { return }
+        unreachable = (error.message, now)
+        if oldestWaiting == nil { oldestWaiting = now }
+        mirrorFailures = 0
+        mirrorProbeAt = now + hostBackoff
+        rootError = .mirrorBlocked(error.message)
+        logger.debug("\(error.message); changes wait, trying again in 1 s, then up to every 60 s")
+        // Queued copies wait with the other changes (none starts until the host answers).
+        let copies = copyQueue
+        copyQueue = []
+        queued = []
+        for path in copies { enqueue(path, now: now, immediately: false) }
+        onChange?()
+    }
+
+    /// 1 s doubling to 60 s.
+    var hostBackoff: Duration { .seconds(min(60, 1 << min(6, mirrorFailures))) }
+
+    /// While the host cannot be reached, changes wait (`enqueue` bounds them); only the
+    /// probe runs.
+    func holdWhileUnreachable() { onChange?() }
+
     func probeMirror(now: Duration) {
         do { try mirror.probe() } catch {
-            mirrorProbeAt = now + probeBackoff
+            let e = error as? KeepSyncError
+            if unreachable != nil, let e, e.code != .unreachable {
+                // Reached, but it takes no writes: wait as for a full mirror.
+                logger.info("the mirror's host answers again, but \(e.message)")
+                unreachable = nil
+                rootError = .mirrorBlocked("the mirror takes no writes: \(e.message)")
+            } else if unreachable != nil, let e {
+                unreachable!.message = e.message
+                rootError = .mirrorBlocked(e.message)
+            }
             mirrorFailures += 1
+            mirrorProbeAt = now + (unreachable != nil ? hostBackoff : probeBackoff)
             logger.debug("the mirror still takes no writes: \(error)")
             return
         }
         mirrorProbeAt = nil
         if case .mirrorBlocked = rootError { rootError = nil }
-        logger.info("the mirror takes writes again: full resync")
+        if let lost = unreachable {
+            logger.info("the mirror's host answers again after \(Self.seconds(now - lost.since)): full resync")
+            unreachable = nil
+            catchUpInFull = false
+            mirrorFailures = 0
+        } else {
+            logger.info("the mirror takes writes again: full resync")
+        }
         fullResyncRequested = true
     }
 
@@ -187,6 +235,9 @@ extension SyncManager {
             note(summary)
             for copy in summary.deferredCopies { queueCopy(copy) }
             if let parent = scope.parent { directoriesToFix.insert(parent) }
+        } catch let error as KeepSyncError where error.code == .unreachable {
+            enqueue(scope, now: now, immediately: false)
+            blockMirror(error)
         } catch {
             if (try? source.stat(scope)) ?? nil == nil || (error as? KeepSyncError)?.code == .notFound {
                 // Changing under our feet: try again once it settles.
@@ -212,6 +263,11 @@ extension SyncManager {
 
     func note(_ summary: SyncSummary) {
         for e in summary.errors {
+            if e.code == .unreachable {
+                if let path = e.path { enqueue(path, now: now, immediately: false) }
+                blockMirror(e)
+                continue
+            }
             if let path = e.path, !path.isRoot { errors[path] = e.message } else { rootError = .pass(e.message) }
             scheduleRetry(e.path ?? .root, e)
         }

@@ -15,7 +15,7 @@ struct PreparedState {
 
     /// Prepares, or throws `.configuration` (exit 2) / `.unsafe` (exit 3) after calling
     /// `refused` with the message, leaving the mirror untouched. The load beats `heartbeat`.
-    init(_ settings: Settings, logger: Logger, heartbeat: Heartbeat? = nil,
+    init(_ settings: Settings, logger: Logger, heartbeat: Heartbeat? = nil, remote: RemoteRoot? = nil,
          refused: (RecordSet, String) -> Void) throws {
         try HostPaths.makeDirectories(settings.state, mode: 0o700)
         lock = try StateLock(stateDirectory: settings.state)
@@ -31,6 +31,11 @@ struct PreparedState {
                 ? ((try? PosixFileSystem(rootPath: settings.source).list(.root).isEmpty) ?? false) : false
             try SourceSafety.require(settings, root: rootStat, rootIsEmpty: rootIsEmpty, records: records, refused: refused)
             root = rootStat!
+            if let remote {
+                try Self.prepareRemote(remote, settings: settings, records: &records, store: store, logger: logger, refused: refused)
+                self.records = records
+                return
+            }
             try MirrorSafety.require(settings, records: records, current: MirrorProbe.currentMirrorRoot(settings.mirror),
                                      refused: refused)
             try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
@@ -54,5 +59,32 @@ struct PreparedState {
             lock.release()
             throw error
         }
+    }
+
+    /// The remote mirror's root: checked as a local one (nothing written to a missing or
+    /// replaced directory while records exist), made on a first run. A host that cannot be
+    /// reached is no reason to refuse `run` once a root was recorded: the agent waits for
+    /// it (its passes check the root again); with nothing recorded it is an error.
+    private static func prepareRemote(_ remote: RemoteRoot, settings: Settings, records: inout RecordSet,
+                                      store: JournalBookmarkStore, logger: Logger,
+                                      refused: (RecordSet, String) -> Void) throws {
+        let current: MirrorRoot?
+        do { current = try remote.current() } catch let error as KeepSyncError where error.code == .unreachable {
+            guard records.mirror != nil else { throw error }
+            logger.warning("\(error.message): the mirror is checked once it answers")
+            return
+        }
+        try MirrorSafety.require(settings, records: records, current: current, refused: refused)
+        try remote.checkRsync(logger: logger)
+        var root = current
+        if root == nil {
+            try remote.make()
+            root = try remote.current()
+        }
+        guard var root else { throw KeepSyncError(.io, "the mirror directory on \(remote.target.host) vanished as it was made") }
+        // --accept-new-mirror adopts what is there now.
+        if let old = records.mirror, old.isSameRoot(as: root) { root.identity = old.identity }
+        if records.mirror != root { try store.apply([.setMirror(root)]) }
+        records.mirror = root
     }
 }

@@ -8,8 +8,23 @@ public struct LinuxAgentHost: AgentHost {
     /// Directory listings ahead of a scan: a cold disk answers many at once.
     public static let scanIO = ParallelIO(width: 12)
 
-    /// The host of this machine.
-    public init() {}
+    /// The remote mirror's root over its session (nil: a local mirror).
+    public let remote: RemoteRoot?
+
+    /// The host of this machine; `remote` for a mirror on another host.
+    public init(remote: RemoteRoot? = nil) {
+        self.remote = remote
+    }
+
+    /// The host for `settings`: with a session to the mirror's host when it is remote
+    /// (connected at its first command).
+    public init(settings: Settings) throws {
+        guard let target = settings.remote else {
+            self.init()
+            return
+        }
+        self.init(remote: RemoteRoot(session: try RemoteSession(settings: settings), target: target))
+    }
 
     /// This process's ID.
     public var processID: Int { Int(ProcessEnvironment.processID) }
@@ -25,16 +40,21 @@ public struct LinuxAgentHost: AgentHost {
     /// Takes the state's lock and loads (or refuses) its records.
     public func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
                  refused: (RecordSet, String) -> Void) throws -> PreparedRecords {
-        let prepared = try PreparedState(settings, logger: logger, heartbeat: heartbeat, refused: refused)
+        let prepared = try PreparedState(settings, logger: logger, heartbeat: heartbeat, remote: remote, refused: refused)
         let lock = prepared.lock
         return PreparedRecords(store: prepared.store, records: prepared.records, root: prepared.root,
                                release: { lock.release() })
     }
 
-    /// The source as a POSIX tree; the mirror as a local mirror over atomic file steps.
+    /// The source as a POSIX tree; the mirror as a local mirror over atomic file steps, or
+    /// a remote one over the host's session.
     public func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag) throws
         -> (source: any FileSystemProviding, mirror: any MirrorProviding) {
-        (try PosixFileSystem(rootPath: settings.source),
+        if let remote {
+            return (try PosixFileSystem(rootPath: settings.source),
+                    RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source))
+        }
+        return (try PosixFileSystem(rootPath: settings.source),
          LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation,
                                             perFileSync: !limits.syncfsReaches), limits: limits))
     }
@@ -63,11 +83,16 @@ public struct LinuxAgentHost: AgentHost {
            let limits = (try? store.load())?.mirror?.limits {
             return limits
         }
+        if let remote { return remote.limits }
         return (try? MirrorProbe.probe(settings.mirror))?.limits ?? .none
     }
 
-    /// The mirror root's identity and file system now, from `stat` and the mount table.
-    public func mirrorRoot(_ path: [UInt8]) -> MirrorRoot? { MirrorProbe.currentMirrorRoot(path) }
+    /// The mirror root's identity and file system now, from `stat` and the mount table (a
+    /// remote one from the remote; throws when its host cannot be asked).
+    public func mirrorRoot(_ path: [UInt8]) throws -> MirrorRoot? {
+        if let remote { return try remote.current() }
+        return MirrorProbe.currentMirrorRoot(path)
+    }
 
     /// `malloc_trim`: a big pass's freed memory goes back to the system.
     public func releaseMemory() { ProcessEnvironment.releaseFreedMemory() }
