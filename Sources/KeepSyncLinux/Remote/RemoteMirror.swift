@@ -7,8 +7,9 @@ import Synchronization
 /// stdin, temp + rename on the remote, `--fsync` where the remote rsync has it), entry
 /// changes as NUL-separated lists through fixed remote scripts (`RemoteScript`), the
 /// barrier a remote `sync -f`. Every path is checked on the remote for a symlink among
-/// its ancestors before anything is written. Transport failures throw `RemoteFailure`;
-/// per-path failures are `KeepSyncError`s naming the path. Safe on any thread.
+/// its ancestors before anything is written. Every failure is a `KeepSyncError`: the
+/// transport's (`RemoteFailure.error`: `.unreachable` when the host cannot be reached or
+/// refuses the login) or one naming the path. Safe on any thread.
 public final class RemoteMirror: MirrorProviding {
     /// The connection.
     public let session: RemoteSession
@@ -59,8 +60,8 @@ public final class RemoteMirror: MirrorProviding {
 
     /// A remote directory's entries, never through a symlink.
     public func list(_ directory: RelativePath) throws -> [DirectoryEntry] {
-        let output = try session.run(RemoteScript.batch(target.directory, RemoteScript.list, perCall: 1),
-                                     input: RemoteScript.input([try argument(directory)]))
+        let output = try remote(RemoteScript.batch(target.directory, RemoteScript.list, perCall: 1),
+                                input: RemoteScript.input([try argument(directory)]))
         var reader = ReplyReader(output.stdout)
         guard let token = reader.field() else { throw remoteError(output, path: directory, "list") }
         switch token {
@@ -81,8 +82,8 @@ public final class RemoteMirror: MirrorProviding {
     /// Every entry below the root in one round trip (`find -P . -printf`): path, stat and
     /// link target. What a full pass compares against.
     public func listTree() throws -> [(path: RelativePath, stat: FileStat, target: [UInt8])] {
-        let output = try session.run(RemoteScript.plain(target.directory,
-                                                        "exec find -P . -mindepth 1 -printf '\(RemoteScript.format)'"))
+        let output = try remote(RemoteScript.plain(target.directory,
+                                                   "exec find -P . -mindepth 1 -printf '\(RemoteScript.format)'"))
         var reader = ReplyReader(output.stdout)
         var out: [(path: RelativePath, stat: FileStat, target: [UInt8])] = []
         while !reader.atEnd {
@@ -107,8 +108,8 @@ public final class RemoteMirror: MirrorProviding {
     /// A remote file's bytes, fetched whole (`cat`), as an open file.
     public func open(_ path: RelativePath) throws -> any SourceFile {
         guard let stat = try stat(path) else { throw KeepSyncError(.notFound, "open: not there", path: path) }
-        let output = try session.run(RemoteScript.batch(target.directory, RemoteScript.read, perCall: 1),
-                                     input: RemoteScript.input([try argument(path)]))
+        let output = try remote(RemoteScript.batch(target.directory, RemoteScript.read, perCall: 1),
+                                input: RemoteScript.input([try argument(path)]))
         var reader = ReplyReader(output.stdout)
         guard output.status == 0, reader.field() == [0x53] else {
             throw KeepSyncError(.notFound, "open: not a regular file on \(session.host)", path: path)
@@ -166,7 +167,8 @@ public final class RemoteMirror: MirrorProviding {
 
     /// `sync -f DIR` on the remote (`sync` where `-f` is unknown).
     public func barrier() throws {
-        _ = try session.check(RemoteScript.plain(target.directory, "sync -f . 2>/dev/null || sync"))
+        let output = try remote(RemoteScript.plain(target.directory, "sync -f . 2>/dev/null || sync"))
+        guard output.status == 0 else { throw remoteError(output, path: nil, "sync") }
     }
 
     /// Removes a leftover temp file, keepsync's (`.keepsync-tmp-…`) or rsync's
@@ -251,7 +253,7 @@ public final class RemoteMirror: MirrorProviding {
         // Remote ancestors checked, old inodes noted, in one round trip.
         let old: [Result<FileStat, KeepSyncError>?]
         do { old = try statAllForInstall(send) } catch {
-            for path in send { results[path] = .failure(error) }
+            for path in send { results[path] = .failure(Self.naming(error, path)) }
             return []
         }
         var allowed: [RelativePath] = []
@@ -267,7 +269,7 @@ public final class RemoteMirror: MirrorProviding {
 
         let outcome: RemoteOutput
         do { outcome = try runRsync(allowed) } catch {
-            for path in allowed { results[path] = .failure(error) }
+            for path in allowed { results[path] = .failure(Self.naming(error, path)) }
             return []
         }
         let partial = outcome.status == 23 || outcome.status == 24
@@ -281,7 +283,7 @@ public final class RemoteMirror: MirrorProviding {
 
         let after: [Result<FileStat, KeepSyncError>?]
         do { after = try statAll(allowed) } catch {
-            for path in allowed { results[path] = .failure(error) }
+            for path in allowed { results[path] = .failure(Self.naming(error, path)) }
             return []
         }
         var again: [RelativePath] = []
@@ -348,8 +350,10 @@ public final class RemoteMirror: MirrorProviding {
         return argv
     }
 
-    private func runRsync(_ paths: [RelativePath]) throws -> RemoteOutput {
-        let version = try session.rsyncVersion()
+    /// One rsync run; its ssh failing (a `RemoteFailure`, or exit 255) is `.unreachable`.
+    private func runRsync(_ paths: [RelativePath]) throws(KeepSyncError) -> RemoteOutput {
+        let version: RemoteRsyncVersion
+        do { version = try session.rsyncVersion() } catch { throw error.error }
         state.withLock { s in for p in paths { s.inFlight[p, default: 0] += 1 } }
         defer {
             state.withLock { s in
@@ -360,8 +364,17 @@ public final class RemoteMirror: MirrorProviding {
             }
         }
         // Our own deadline only bounds a stuck rsync; its --timeout notices a silent remote.
-        return try session.runRsync(rsyncArguments(fsync: version.hasFsync), input: RemoteScript.input(paths.map(\.bytes)),
-                                    timeout: .seconds(Int64(rsyncIOTimeout) * 60))
+        let output: RemoteOutput
+        do {
+            output = try session.runRsync(rsyncArguments(fsync: version.hasFsync), input: RemoteScript.input(paths.map(\.bytes)),
+                                          timeout: .seconds(Int64(rsyncIOTimeout) * 60))
+        } catch { throw error.error }
+        // 255: ssh itself failed (rsync's own errors are below 255).
+        if output.status == 255 {
+            let text = String(decoding: output.stderr, as: UTF8.self).trimmingNewlines
+            throw RemoteFailure(.unreachable, host: session.host, "rsync exited 255: \(text)").error
+        }
+        return output
     }
 
     // MARK: Helpers
@@ -379,8 +392,8 @@ public final class RemoteMirror: MirrorProviding {
     /// Runs a batch script over `items` (each `perCall` NUL-separated words); one reply per item.
     private func call(_ body: String, items: [[[UInt8]]], perCall: Int? = nil) throws -> [Reply] {
         guard !items.isEmpty else { return [] }
-        let output = try session.run(RemoteScript.batch(target.directory, body, perCall: perCall),
-                                     input: RemoteScript.input(items.flatMap { $0 }))
+        let output = try remote(RemoteScript.batch(target.directory, body, perCall: perCall),
+                                input: RemoteScript.input(items.flatMap { $0 }))
         var reader = ReplyReader(output.stdout)
         var replies: [Reply] = []
         while replies.count < items.count, let token = reader.field() {
@@ -390,15 +403,27 @@ public final class RemoteMirror: MirrorProviding {
         }
         guard replies.count == items.count else {
             let failure = remoteError(output, path: nil, "remote script")
-            throw RemoteFailure(.remoteCommand, host: session.host, "\(replies.count) of \(items.count) answers: \(failure.message)")
+            throw KeepSyncError(failure.code, "\(replies.count) of \(items.count) answers: \(failure.message)")
         }
         return replies
+    }
+
+    /// Runs a remote command, a transport failure as its `KeepSyncError` (rsync: `runRsync`).
+    private func remote(_ script: [UInt8], input: [UInt8] = []) throws(KeepSyncError) -> RemoteOutput {
+        do { return try session.run(script, input: input) } catch { throw error.error }
     }
 
     private func remoteError(_ output: RemoteOutput, path: RelativePath?, _ call: String) -> KeepSyncError {
         let text = String(decoding: output.stderr, as: UTF8.self).trimmingNewlines
         if output.status == 97 { return KeepSyncError(.notFound, "\(call): the mirror directory is not on \(session.host): \(text)", path: path) }
         return KeepSyncError(.io, "\(call): exit \(output.status) on \(session.host): \(text)", path: path)
+    }
+
+    /// `error` with `path` when it names none (a transport failure, for each path it failed).
+    static func naming(_ error: any Error, _ path: RelativePath) -> any Error {
+        guard var e = error as? KeepSyncError, e.path == nil else { return error }
+        e.path = path
+        return e
     }
 
     /// `755`.
