@@ -357,6 +357,7 @@ struct RemoteMirrorTests {
         unreachable("barrier") { try f.mirror.barrier() }
         unreachable("probe") { try f.mirror.probe() }
         unreachable("removeLeftoverTemporary") { _ = try f.mirror.removeLeftoverTemporary(RelativePath(".x.AbC123")) }
+        unreachable("beginPass") { try f.mirror.beginPass() }
         let paths = [RelativePath("a"), RelativePath("b")]
         for (path, result) in f.mirror.install(paths, from: f.sourceFS, io: .serial, logger: .silent) {
             unreachable("install \(path.escaped)") {
@@ -365,7 +366,7 @@ struct RemoteMirrorTests {
             }
             if case .failure(let error as KeepSyncError) = result { #expect(error.path == path) }
         }
-        #expect(failed.count == 16, "\(failed)")
+        #expect(failed.count == 17, "\(failed)")
         #expect(f.session.rsyncRuns == 0, "the pre-stat failed first")
         print("RemoteMirrorTests: stopped sshd: \(failed.count) calls failed as unreachable (\(failed.joined(separator: ", "))) "
               + "after \(f.session.connectionsOpened) connections")
@@ -383,15 +384,15 @@ struct RemoteMirrorTests {
         let mirror = RemoteMirror(session: session, target: RemoteTarget(user: sshd.user, host: sshd.host, directory: Self.b("/tmp")),
                                   sourceRoot: Self.b("/tmp"))
         var errors: [KeepSyncError] = []
-        for call in [{ _ = try mirror.stat(.root) }, { try mirror.barrier() }] as [() throws -> Void] {
+        for call in [{ _ = try mirror.stat(.root) }, { try mirror.barrier() }, { try mirror.beginPass() }] as [() throws -> Void] {
             do { try call() } catch let error as KeepSyncError { errors.append(error) } catch { Issue.record("\(error)") }
         }
-        #expect(errors.count == 2)
+        #expect(errors.count == 3)
         for error in errors {
             #expect(error.code == .unreachable && error.message.contains("authentication"), "\(error)")
         }
         #expect(ExitCode(failure: errors[0]) == .failure)
-        #expect(session.connectionsOpened == 2 && session.commandsRun == 0, "each call tried to log in, none ran")
+        #expect(session.connectionsOpened == 3 && session.commandsRun == 0, "each call tried to log in, none ran")
         print("RemoteMirrorTests: authentication through the mirror: \(errors.count) calls failed: \(errors[0])")
     }
 

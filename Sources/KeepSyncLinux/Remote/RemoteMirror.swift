@@ -24,6 +24,8 @@ public final class RemoteMirror: MirrorProviding {
 
     private struct State {
         var inFlight: [RelativePath: Int] = [:]
+        /// The tree as the full pass under way read it (`beginPass`), less what changed since.
+        var pass: RemoteTreeListing?
     }
     private let state = Mutex(State())
 
@@ -45,9 +47,30 @@ public final class RemoteMirror: MirrorProviding {
         try statAll([path])[0].map { try $0.get() } ?? nil
     }
 
-    /// Stats several paths in one round trip: nil when not there; a failure for a path
-    /// behind a symlink.
+    /// Stats several paths in one round trip (none when a pass's listing answers them
+    /// all): nil when not there; a failure for a path behind a symlink.
     public func statAll(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
+        for path in paths { _ = try argument(path) }
+        let known = state.withLock { s in s.pass.map { pass in paths.map { pass.answer($0) } } }
+        guard let known else { return try remoteStatAll(paths) }
+        var out: [Result<FileStat, KeepSyncError>?] = []
+        var ask: [Int] = []
+        for (i, answer) in known.enumerated() {
+            switch answer {
+            case .present(let stat, _): out.append(.success(stat))
+            case .absent: out.append(nil)
+            case .unknown:
+                out.append(nil)
+                ask.append(i)
+            }
+        }
+        guard !ask.isEmpty else { return out }
+        for (i, reply) in zip(ask, try remoteStatAll(ask.map { paths[$0] })) { out[i] = reply }
+        return out
+    }
+
+    /// `statAll` on the remote, whatever a pass's listing says.
+    private func remoteStatAll(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
         let replies = try call(RemoteScript.stat, items: paths.map { [try argument($0)] })
         return zip(paths, replies).map { path, reply in
             switch reply.token {
@@ -58,10 +81,13 @@ public final class RemoteMirror: MirrorProviding {
         }
     }
 
-    /// A remote directory's entries, never through a symlink.
+    /// A remote directory's entries, never through a symlink (from a pass's listing
+    /// when it still holds them).
     public func list(_ directory: RelativePath) throws -> [DirectoryEntry] {
+        let word = try argument(directory)
+        if let entries = state.withLock({ $0.pass?.list(directory) }) { return entries }
         let output = try remote(RemoteScript.batch(target.directory, RemoteScript.list, perCall: 1),
-                                input: RemoteScript.input([try argument(directory)]))
+                                input: RemoteScript.input([word]))
         var reader = ReplyReader(output.stdout)
         guard let token = reader.field() else { throw remoteError(output, path: directory, "list") }
         switch token {
@@ -80,7 +106,7 @@ public final class RemoteMirror: MirrorProviding {
     }
 
     /// Every entry below the root in one round trip (`find -P . -printf`): path, stat and
-    /// link target. What a full pass compares against.
+    /// link target (`beginPass` reads the same, kept compactly).
     public func listTree() throws -> [(path: RelativePath, stat: FileStat, target: [UInt8])] {
         let output = try remote(RemoteScript.plain(target.directory,
                                                    "exec find -P . -mindepth 1 -printf '\(RemoteScript.format)'"))
@@ -94,8 +120,59 @@ public final class RemoteMirror: MirrorProviding {
         return out
     }
 
-    /// A remote symlink's target.
+    // MARK: Passes
+
+    /// Reads the whole tree in one round trip (`find -P . -printf`) and, until `endPass`,
+    /// answers `list`, `stat`, `statAll` and `readLink` from it, except what a change made
+    /// through this mirror since made stale: the changed paths, their directories'
+    /// entries and own stats, everything below a removed, renamed or replaced path. Those
+    /// are asked of the remote. Throws when the remote cannot be read (unreachable, DIR
+    /// missing), so that the pass fails instead of seeing an empty mirror.
+    public func beginPass() throws {
+        let listing = try readTree()
+        state.withLock { $0.pass = listing }
+    }
+
+    /// Drops the pass's listing.
+    public func endPass() {
+        state.withLock { $0.pass = nil }
+    }
+
+    /// Directories the pass's listing still answers for, and its size in bytes; nil
+    /// outside a pass.
+    var passListing: (directories: Int, bytes: Int)? {
+        state.withLock { s in s.pass.map { ($0.directoryCount, $0.footprint) } }
+    }
+
+    /// The tree, root included. find exits 1 when it could not read a directory: that one
+    /// is listed empty, as a failed `list` leaves it for a pass.
+    private func readTree() throws -> RemoteTreeListing {
+        let output = try remote(RemoteScript.plain(target.directory, "exec find -P . -printf '\(RemoteScript.format)'"))
+        guard output.status == 0 || output.status == 1 else { throw remoteError(output, path: nil, "find") }
+        guard let listing = RemoteTreeListing(findOutput: output.stdout) else {
+            throw KeepSyncError(.io, "find: an unreadable listing from \(session.host) (exit \(output.status))")
+        }
+        return listing
+    }
+
+    /// Paths about to change: what the pass's listing says of them is stale.
+    private func changing(_ paths: [RelativePath]) {
+        state.withLock { s in
+            guard s.pass != nil else { return }
+            for path in paths { s.pass?.changed(path) }
+        }
+    }
+
+    /// A remote symlink's target (from a pass's listing when it still holds it).
     public func readLink(_ path: RelativePath) throws -> [UInt8] {
+        _ = try argument(path)
+        switch state.withLock({ $0.pass?.answer(path) }) ?? .unknown {
+        case .present(let stat, let target):
+            guard stat.kind == .symlink else { throw KeepSyncError(.conflict, "readlink: not a symlink", path: path) }
+            return target
+        case .absent: throw KeepSyncError(.notFound, "readlink: not there", path: path)
+        case .unknown: break
+        }
         let replies = try call(RemoteScript.stat, items: [[try argument(path)]])
         guard replies[0].token == "S", let record = replies[0].record else {
             throw replies[0].token == "N" || replies[0].token == "P"
@@ -121,6 +198,7 @@ public final class RemoteMirror: MirrorProviding {
 
     /// `mkdir -m MODE` on the remote; its stat.
     public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
+        changing([path])
         let reply = try call(RemoteScript.makeDirectory, items: [[try argument(path), Self.octal(mode)]], perCall: 2)[0]
         guard reply.token == "S", let stat = reply.stat else { throw reply.error(path, "mkdir") }
         return stat
@@ -129,6 +207,7 @@ public final class RemoteMirror: MirrorProviding {
     /// A symlink made under a temp name and renamed over `path`; its stat.
     public func makeSymlink(_ path: RelativePath, target link: [UInt8], mtime: Timespec) throws -> FileStat {
         let temporary = (path.parent ?? .root).appending(TemporaryName.random())
+        changing([path])
         let reply = try call(RemoteScript.makeSymlink, items: [[try argument(path), link, Self.touchTime(mtime),
                                                                try argument(temporary)]], perCall: 4)[0]
         guard reply.token == "S", let stat = reply.stat else { throw reply.error(path, "symlink") }
@@ -143,6 +222,7 @@ public final class RemoteMirror: MirrorProviding {
 
     /// Removes several paths in one round trip; a result per path.
     public func removeAll(_ paths: [RelativePath]) throws -> [Result<Void, KeepSyncError>] {
+        changing(paths)
         let replies = try call(RemoteScript.remove, items: paths.map { [try argument($0)] })
         return zip(paths, replies).map { path, reply in reply.token == "0" ? .success(()) : .failure(reply.error(path, "remove")) }
     }
@@ -154,12 +234,14 @@ public final class RemoteMirror: MirrorProviding {
 
     /// Several renames in one round trip, in order; a result per pair.
     public func renameAll(_ pairs: [(from: RelativePath, to: RelativePath)]) throws -> [Result<Void, KeepSyncError>] {
+        changing(pairs.flatMap { [$0.from, $0.to] })
         let replies = try call(RemoteScript.rename, items: pairs.map { [try argument($0.from), try argument($0.to)] }, perCall: 2)
         return zip(pairs, replies).map { pair, reply in reply.token == "0" ? .success(()) : .failure(reply.error(pair.from, "rename")) }
     }
 
     /// `chmod` and/or `touch -d @S.N` on the remote, never through a symlink.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
+        state.withLock { $0.pass?.attributesChanged(path) }
         let reply = try call(RemoteScript.setAttributes, items: [[try argument(path), mode.map(Self.octal) ?? [0x2D],
                                                                  mtime.map(Self.touchTime) ?? [0x2D]]], perCall: 3)[0]
         guard reply.token == "0" else { throw reply.error(path, "set attributes") }
@@ -180,6 +262,7 @@ public final class RemoteMirror: MirrorProviding {
             let original = parent.appending(Array(name[1..<(name.count - 7)]))
             if state.withLock({ $0.inFlight[original] != nil }) { return false }
         }
+        changing([path])
         let reply = try call(RemoteScript.removeLeftover, items: [[try argument(path)]], perCall: 1)[0]
         switch reply.token {
         case "0": return true
@@ -196,7 +279,9 @@ public final class RemoteMirror: MirrorProviding {
 
     /// Writes and removes a small temp file in DIR.
     public func probe() throws {
-        let reply = try call(RemoteScript.probe, items: [[TemporaryName.random()]], perCall: 1)[0]
+        let name = TemporaryName.random()
+        changing([RelativePath(bytes: name)])
+        let reply = try call(RemoteScript.probe, items: [[name]], perCall: 1)[0]
         guard reply.token == "0" else { throw reply.error(RelativePath.root, "probe") }
     }
 
@@ -267,6 +352,7 @@ public final class RemoteMirror: MirrorProviding {
         }
         guard !allowed.isEmpty else { return [] }
 
+        changing(allowed)
         let outcome: RemoteOutput
         do { outcome = try runRsync(allowed) } catch {
             for path in allowed { results[path] = .failure(Self.naming(error, path)) }
@@ -282,7 +368,7 @@ public final class RemoteMirror: MirrorProviding {
         if partial { logger.warning("rsync to \(session.host) exited \(outcome.status): \(rsyncMessage)") }
 
         let after: [Result<FileStat, KeepSyncError>?]
-        do { after = try statAll(allowed) } catch {
+        do { after = try remoteStatAll(allowed) } catch {
             for path in allowed { results[path] = .failure(Self.naming(error, path)) }
             return []
         }
@@ -320,7 +406,8 @@ public final class RemoteMirror: MirrorProviding {
         return again
     }
 
-    /// The pre-transfer stat: like `statAll`, but a missing parent is an error.
+    /// The pre-transfer stat, always asked of the remote (it checks the ancestors): like
+    /// `statAll`, but a missing parent is an error.
     private func statAllForInstall(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
         let replies = try call(RemoteScript.stat, items: paths.map { [try argument($0)] })
         return zip(paths, replies).map { path, reply in
