@@ -5,8 +5,8 @@ import KeepSyncTestSupport
 import Testing
 
 /// A full pass over a remote mirror (issue 18 item 4): the whole remote tree in one round
-/// trip (`beginPass`), what changes through the mirror asked of the remote again.
-/// Counted in ssh commands (`session.commandsRun`).
+/// trip (`beginPass`), what changes through the mirror asked of the remote again, and
+/// `check` over a `RemoteTreeSnapshot`. Counted in ssh commands (`session.commandsRun`).
 extension RemoteMirrorTests {
     typealias LiveTree = LiveMirrorTests.LiveTree
 
@@ -164,5 +164,33 @@ extension RemoteMirrorTests {
         #expect(f.session.commandsRun == untouched + 1, "the link from the listing; after endPass, from the remote")
         print("RemoteMirrorTests: pass listing: \(listed) entries from 1 command; after 7 changes \(compared) entries equal "
               + "the remote's, \(asked) commands asked the remote; listing \(listing.directories) directories, \(listing.bytes) bytes")
+    }
+
+    @Test("check compares against a RemoteTreeSnapshot in one ssh command, with the output of a check of the same directory on disk")
+    func checkOverASnapshot() throws {
+        let f = try Fixture("checkOverASnapshot")
+        try Self.buildTree(f.source, directories: 4)
+        try LiveFS.symlink(Self.b("d00/f0"), at: f.src(Self.b("link")))
+        try Self.copyTree(f.source, f.remote)
+        try LiveFS.writeFile(f.rem(Self.b("d00/f0")), Self.b("changed"))
+        try LiveFS.writeFile(f.rem(Self.b("d01/s/extra")), Self.b("extra"))
+        try LiveFS.unlink(f.rem(Self.b("d01/f1")))
+        try LiveFS.unlink(f.rem(Self.b("link")))
+        try LiveFS.symlink(Self.b("elsewhere"), at: f.rem(Self.b("link")))
+        func check(_ mirror: any FileSystemProviding) throws -> (ExitCode, String) {
+            var out = ""
+            let code = try CheckCommand(source: f.sourceFS, mirror: mirror, options: SyncOptions(), io: .serial)
+                .run(output: { out += $0 }, errors: { out += $0 })
+            return (code, out)
+        }
+        let snapshot = try f.mirror.snapshot()
+        let remote = try check(snapshot)
+        #expect(f.session.commandsRun == 1, "one find, no command per directory")
+        let local = try check(PosixFileSystem(rootPath: f.remote))
+        #expect(remote.0 == .failure && remote.1 == local.1, "remote:\n\(remote.1)\nlocal:\n\(local.1)")
+        // Four differences, and the three directories whose mtimes they changed.
+        #expect(remote.1.split(separator: "\n").dropLast() == ["~ .", "~ d00/f0", "~ d01", "+ d01/f1", "~ d01/s", "- d01/s/extra", "~ link"],
+                "\(remote.1)")
+        print("RemoteMirrorTests: check over a snapshot of \(snapshot.count) entries in \(f.session.commandsRun) ssh command:\n\(remote.1)")
     }
 }

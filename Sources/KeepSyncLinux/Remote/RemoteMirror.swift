@@ -106,7 +106,7 @@ public final class RemoteMirror: MirrorProviding {
     }
 
     /// Every entry below the root in one round trip (`find -P . -printf`): path, stat and
-    /// link target (`beginPass` reads the same, kept compactly).
+    /// link target (`beginPass` and `snapshot` read the same, kept compactly).
     public func listTree() throws -> [(path: RelativePath, stat: FileStat, target: [UInt8])] {
         let output = try remote(RemoteScript.plain(target.directory,
                                                    "exec find -P . -mindepth 1 -printf '\(RemoteScript.format)'"))
@@ -136,6 +136,12 @@ public final class RemoteMirror: MirrorProviding {
     /// Drops the pass's listing.
     public func endPass() {
         state.withLock { $0.pass = nil }
+    }
+
+    /// The whole tree in one round trip, as a read side that answers without another
+    /// (what `check` compares against).
+    public func snapshot() throws -> RemoteTreeSnapshot {
+        RemoteTreeSnapshot(listing: try readTree(), mirror: self)
     }
 
     /// Directories the pass's listing still answers for, and its size in bytes; nil
