@@ -29,6 +29,15 @@ struct MirrorSeamTests {
         let tree = InMemoryTree(device: 2)
         let inner: LocalMirror
         let calls = Mutex<[Call]>([])
+        /// Passes begun and ended, the calls made when the last one ended, and what
+        /// `beginPass` throws (nil: nothing).
+        struct Passes {
+            var begun = 0
+            var ended = 0
+            var callsAtEnd = 0
+            var failure: KeepSyncError?
+        }
+        let passes = Mutex(Passes())
 
         init() { inner = LocalMirror(tree) }
 
@@ -81,6 +90,20 @@ struct MirrorSeamTests {
         func probe() throws {
             note(.probe)
             try inner.probe()
+        }
+        func beginPass() throws {
+            let failure = passes.withLock { p in
+                p.begun += 1
+                return p.failure
+            }
+            if let failure { throw failure }
+        }
+        func endPass() {
+            let count = recorded.count
+            passes.withLock { p in
+                p.ended += 1
+                p.callsAtEnd = count
+            }
         }
 
         /// Records the steps of a group install.
@@ -144,6 +167,27 @@ struct MirrorSeamTests {
         #expect(again.contains(.remove(Self.p("gone"))), "\(again)")
         #expect(!again.contains { if case .install = $0 { true } else if case .beginInstall = $0 { true } else { false } })
         #expect(again.last == .barrier)
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+    }
+
+    @Test("a full pass is bracketed by beginPass and endPass; a mirror unreadable at beginPass fails the pass, nothing changed")
+    func fullPassIsBracketed() throws {
+        let source = Self.populatedSource()
+        let mirror = RecordingMirror()
+        let store = InMemoryStore()
+        let engine = SyncEngine(source: source, mirror: mirror, store: store, records: RecordSet(), options: SyncOptions())
+        mirror.passes.withLock { $0.failure = KeepSyncError(.unreachable, "host unreachable: test") }
+        #expect { _ = try engine.fullPass() } throws: { ($0 as? KeepSyncError)?.code == .unreachable }
+        #expect(mirror.recorded.isEmpty && mirror.tree.nodes.keys.allSatisfy(\.isRoot), "the pass stopped before any change")
+        #expect(try store.load().records.count == 0)
+        #expect(mirror.passes.withLock { ($0.begun, $0.ended) } == (1, 0), "a pass that did not begin does not end")
+
+        mirror.passes.withLock { $0.failure = nil }
+        let summary = try engine.fullPass().summary
+        try #require(summary.errors.isEmpty, "\(summary.errors)")
+        let passes = mirror.passes.withLock { $0 }
+        #expect(passes.begun == 2 && passes.ended == 1)
+        #expect(!mirror.recorded.isEmpty && passes.callsAtEnd == mirror.recorded.count, "ended after the pass's last call")
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
     }
 

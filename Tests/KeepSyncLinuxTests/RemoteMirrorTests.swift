@@ -279,7 +279,7 @@ struct RemoteMirrorTests {
         for _ in 0..<10 { _ = try f.mirror.stat(RelativePath("d")) }
         let warm = (clock.now - start) / 10
         f.session.close()
-        #expect(throws: RemoteFailure.self) { _ = try f.mirror.stat(RelativePath("d")) }
+        #expect(throws: KeepSyncError.self) { _ = try f.mirror.stat(RelativePath("d")) }
         #expect(f.session.commandsRun == 20 && f.session.connectionsOpened == 1)
         print("RemoteMirrorTests: entries: \(f.session.commandsRun) ssh commands over 1 connection, a stat over the open master takes \(warm)")
     }
@@ -292,15 +292,15 @@ struct RemoteMirrorTests {
         let logins = f.sshd.acceptedLogins
         try f.sshd.pause()
         let clock = ContinuousClock(), start = clock.now
-        var failure: RemoteFailure?
-        do { _ = try f.mirror.stat(RelativePath("x")) } catch let error as RemoteFailure { failure = error }
+        var failure: KeepSyncError?
+        do { _ = try f.mirror.stat(RelativePath("x")) } catch let error as KeepSyncError { failure = error }
         let took = clock.now - start
-        #expect(failure?.kind == .unreachable, "\(String(describing: failure))")
+        #expect(failure?.code == .unreachable, "\(String(describing: failure))")
         #expect(took < .seconds(10), "noticed in \(took)")
         // While paused, a new connection fails by ConnectTimeout, also as unreachable.
-        var second: RemoteFailure?
-        do { try f.mirror.probe() } catch let error as RemoteFailure { second = error }
-        #expect(second?.kind == .unreachable, "\(String(describing: second))")
+        var second: KeepSyncError?
+        do { try f.mirror.probe() } catch let error as KeepSyncError { second = error }
+        #expect(second?.code == .unreachable, "\(String(describing: second))")
         f.sshd.resume()
         #expect(try f.mirror.stat(RelativePath("x"))?.size == 1, "works again after resume")
         #expect(f.session.connectionsOpened == 3, "the first, the failed reopen, the reconnect")
@@ -323,6 +323,77 @@ struct RemoteMirrorTests {
         #expect(failure?.kind == .authentication, "\(String(describing: failure))")
         #expect(session.connectionsOpened == 1 && session.commandsRun == 0)
         print("RemoteMirrorTests: authentication: \(failure.map(\.description) ?? "none")")
+    }
+
+    @Test("a stopped sshd: every call throws KeepSyncError .unreachable naming the host; an install fails each path so")
+    func stoppedRemoteIsUnreachable() throws {
+        let f = try Fixture("stoppedRemoteIsUnreachable")
+        for name in ["a", "b"] { try LiveFS.writeFile(f.src(Self.b(name)), Self.b(name)) }
+        try LiveFS.writeFile(f.rem(Self.b("x")), Self.b("x"))
+        #expect(try f.mirror.stat(RelativePath("x"))?.size == 1, "reachable first: the master is up")
+        f.sshd.stop()
+        var failed: [String] = []
+        func unreachable(_ what: String, _ body: () throws -> Void) {
+            do {
+                try body()
+                Issue.record("\(what) did not fail")
+            } catch let error as KeepSyncError {
+                #expect(error.code == .unreachable && error.message.hasPrefix("\(f.sshd.host) unreachable: "), "\(what): \(error)")
+                failed.append(what)
+            } catch { Issue.record("\(what): not a KeepSyncError: \(type(of: error)): \(error)") }
+        }
+        let x = RelativePath("x"), stamp = Timespec(seconds: 1, nanoseconds: 0)
+        unreachable("stat") { _ = try f.mirror.stat(x) }
+        unreachable("statAll") { _ = try f.mirror.statAll([x, RelativePath("y")]) }
+        unreachable("list") { _ = try f.mirror.list(.root) }
+        unreachable("listTree") { _ = try f.mirror.listTree() }
+        unreachable("readLink") { _ = try f.mirror.readLink(x) }
+        unreachable("open") { _ = try f.mirror.open(x) }
+        unreachable("mkdir") { _ = try f.mirror.makeDirectory(RelativePath("d"), mode: 0o755) }
+        unreachable("symlink") { _ = try f.mirror.makeSymlink(RelativePath("l"), target: Self.b("x"), mtime: stamp) }
+        unreachable("remove") { try f.mirror.remove(x) }
+        unreachable("rename") { try f.mirror.rename(x, to: RelativePath("z")) }
+        unreachable("setAttributes") { try f.mirror.setAttributes(x, mode: 0o600, mtime: stamp) }
+        unreachable("barrier") { try f.mirror.barrier() }
+        unreachable("probe") { try f.mirror.probe() }
+        unreachable("removeLeftoverTemporary") { _ = try f.mirror.removeLeftoverTemporary(RelativePath(".x.AbC123")) }
+        unreachable("beginPass") { try f.mirror.beginPass() }
+        let paths = [RelativePath("a"), RelativePath("b")]
+        for (path, result) in f.mirror.install(paths, from: f.sourceFS, io: .serial, logger: .silent) {
+            unreachable("install \(path.escaped)") {
+                _ = try result.get()
+                #expect(Bool(false), "installed")
+            }
+            if case .failure(let error as KeepSyncError) = result { #expect(error.path == path) }
+        }
+        #expect(failed.count == 17, "\(failed)")
+        #expect(f.session.rsyncRuns == 0, "the pre-stat failed first")
+        print("RemoteMirrorTests: stopped sshd: \(failed.count) calls failed as unreachable (\(failed.joined(separator: ", "))) "
+              + "after \(f.session.connectionsOpened) connections")
+    }
+
+    @Test("a key the server does not take: the mirror's calls fail as unreachable, saying authentication failed")
+    func authenticationFailureThroughTheMirror() throws {
+        let sshd = try LoopbackSSHDTests.startOrSkip("authenticationFailureThroughTheMirror")
+        defer { sshd.stop() }
+        var words = sshd.sshArguments
+        let key = try #require(words.firstIndex(of: sshd.userKey))
+        words[key] = "/dev/null"
+        let session = try RemoteSession(ssh: words.map { Array($0.utf8) }, destination: sshd.destination, host: sshd.host)
+        defer { session.close() }
+        let mirror = RemoteMirror(session: session, target: RemoteTarget(user: sshd.user, host: sshd.host, directory: Self.b("/tmp")),
+                                  sourceRoot: Self.b("/tmp"))
+        var errors: [KeepSyncError] = []
+        for call in [{ _ = try mirror.stat(.root) }, { try mirror.barrier() }, { try mirror.beginPass() }] as [() throws -> Void] {
+            do { try call() } catch let error as KeepSyncError { errors.append(error) } catch { Issue.record("\(error)") }
+        }
+        #expect(errors.count == 3)
+        for error in errors {
+            #expect(error.code == .unreachable && error.message.contains("authentication"), "\(error)")
+        }
+        #expect(ExitCode(failure: errors[0]) == .failure)
+        #expect(session.connectionsOpened == 3 && session.commandsRun == 0, "each call tried to log in, none ran")
+        print("RemoteMirrorTests: authentication through the mirror: \(errors.count) calls failed: \(errors[0])")
     }
 
     @Test("rsync's version line parses; --fsync from 3.2.4 on; shell quoting of DIR")

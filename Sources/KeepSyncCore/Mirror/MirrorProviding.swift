@@ -13,7 +13,8 @@
 /// A remote mirror maps a group install to one rsync run over a NUL-separated path list
 /// (`--fsync`, then a remote barrier), and the entry calls to NUL-separated lists over
 /// the same ssh connection; it keeps its own temp names and says 0 for an inode it
-/// cannot see.
+/// cannot see. A full pass brackets its work in `beginPass` and `endPass`, so that a
+/// remote mirror reads its whole tree in one round trip, not one per directory.
 public protocol MirrorProviding: FileSystemProviding {
     /// Creates a directory (its mode and mtime are set later by `setAttributes`).
     func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat
@@ -50,4 +51,19 @@ public protocol MirrorProviding: FileSystemProviding {
     /// Checks that the mirror takes a small write (written and removed again): how a full
     /// or read-only mirror is found to be writable again.
     func probe() throws
+
+    /// A full pass begins: the mirror may read its whole tree now and answer the pass's
+    /// reads from that (a remote mirror: one round trip instead of one per directory),
+    /// never with what a change made through it since made stale. Throws when the mirror
+    /// cannot be read: the pass fails rather than take it for empty.
+    func beginPass() throws
+    /// The full pass ended: what `beginPass` kept is dropped.
+    func endPass()
+}
+
+extension MirrorProviding {
+    /// Nothing to read ahead (a local mirror lists as cheaply as it stats).
+    public func beginPass() throws {}
+    /// Nothing kept.
+    public func endPass() {}
 }

@@ -24,6 +24,8 @@ public struct KeepSyncError: Error, Sendable, Equatable, CustomStringConvertible
         case unsafe
         /// A path would escape its root or cross a symlink.
         case unsafePath
+        /// The mirror's host cannot be reached or refuses the login (remote mirrors).
+        case unreachable
         /// Any other I/O failure.
         case io
         /// The mirror's host cannot be reached or refuses the login (remote mirrors).

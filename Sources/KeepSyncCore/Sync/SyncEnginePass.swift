@@ -14,8 +14,11 @@ extension SyncEngine {
     /// A full pass over the tree: walks it and applies its steps as they come, then what
     /// waited, in order; returns the scan's totals (its `steps`: those that waited) and what
     /// was done. `deferCopies` and `brake` as for `apply`. Throws, having changed nothing,
-    /// when the source root cannot be read.
+    /// when the source root or the mirror (`beginPass`) cannot be read.
     public func fullPass(deferCopies: Bool = false, brake: MassDeleteBrake? = nil) throws -> (scan: SyncScan, summary: SyncSummary) {
+        // The mirror may read its whole tree at once (a remote: one round trip).
+        try mirror.beginPass()
+        defer { mirror.endPass() }
         var pass = PassApplication(brake: brake ?? MassDeleteBrake(options))
         // Nothing walked later changes the entries of a directory finished on the way.
         pass.remembersFinishes = false

@@ -7,8 +7,9 @@ import Synchronization
 /// stdin, temp + rename on the remote, `--fsync` where the remote rsync has it), entry
 /// changes as NUL-separated lists through fixed remote scripts (`RemoteScript`), the
 /// barrier a remote `sync -f`. Every path is checked on the remote for a symlink among
-/// its ancestors before anything is written. Transport failures throw `RemoteFailure`;
-/// per-path failures are `KeepSyncError`s naming the path. Safe on any thread.
+/// its ancestors before anything is written. Every failure is a `KeepSyncError`: the
+/// transport's (`RemoteFailure.error`: `.unreachable` when the host cannot be reached or
+/// refuses the login) or one naming the path. Safe on any thread.
 public final class RemoteMirror: MirrorProviding {
     /// The connection.
     public let session: RemoteSession
@@ -21,10 +22,13 @@ public final class RemoteMirror: MirrorProviding {
     /// rsync's `--timeout` (seconds without I/O before it gives up).
     public let rsyncIOTimeout: Int
 
-    private struct State {
+    // Internal, not private: the install (RemoteMirrorInstall.swift) uses these.
+    struct State {
         var inFlight: [RelativePath: Int] = [:]
+        /// The tree as the full pass under way read it (`beginPass`), less what changed since.
+        var pass: RemoteTreeListing?
     }
-    private let state = Mutex(State())
+    let state = Mutex(State())
 
     /// A mirror at `target` over `session`, installing from `sourceRoot`.
     public init(session: RemoteSession, target: RemoteTarget, sourceRoot: [UInt8], rsync: [UInt8] = Array("rsync".utf8),
@@ -44,9 +48,30 @@ public final class RemoteMirror: MirrorProviding {
         try statAll([path])[0].map { try $0.get() } ?? nil
     }
 
-    /// Stats several paths in one round trip: nil when not there; a failure for a path
-    /// behind a symlink.
+    /// Stats several paths in one round trip (none when a pass's listing answers them
+    /// all): nil when not there; a failure for a path behind a symlink.
     public func statAll(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
+        for path in paths { _ = try argument(path) }
+        let known = state.withLock { s in s.pass.map { pass in paths.map { pass.answer($0) } } }
+        guard let known else { return try remoteStatAll(paths) }
+        var out: [Result<FileStat, KeepSyncError>?] = []
+        var ask: [Int] = []
+        for (i, answer) in known.enumerated() {
+            switch answer {
+            case .present(let stat, _): out.append(.success(stat))
+            case .absent: out.append(nil)
+            case .unknown:
+                out.append(nil)
+                ask.append(i)
+            }
+        }
+        guard !ask.isEmpty else { return out }
+        for (i, reply) in zip(ask, try remoteStatAll(ask.map { paths[$0] })) { out[i] = reply }
+        return out
+    }
+
+    /// `statAll` on the remote, whatever a pass's listing says.
+    func remoteStatAll(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
         let replies = try call(RemoteScript.stat, items: paths.map { [try argument($0)] })
         return zip(paths, replies).map { path, reply in
             switch reply.token {
@@ -57,10 +82,13 @@ public final class RemoteMirror: MirrorProviding {
         }
     }
 
-    /// A remote directory's entries, never through a symlink.
+    /// A remote directory's entries, never through a symlink (from a pass's listing
+    /// when it still holds them).
     public func list(_ directory: RelativePath) throws -> [DirectoryEntry] {
-        let output = try session.run(RemoteScript.batch(target.directory, RemoteScript.list, perCall: 1),
-                                     input: RemoteScript.input([try argument(directory)]))
+        let word = try argument(directory)
+        if let entries = state.withLock({ $0.pass?.list(directory) }) { return entries }
+        let output = try remote(RemoteScript.batch(target.directory, RemoteScript.list, perCall: 1),
+                                input: RemoteScript.input([word]))
         var reader = ReplyReader(output.stdout)
         guard let token = reader.field() else { throw remoteError(output, path: directory, "list") }
         switch token {
@@ -79,10 +107,10 @@ public final class RemoteMirror: MirrorProviding {
     }
 
     /// Every entry below the root in one round trip (`find -P . -printf`): path, stat and
-    /// link target. What a full pass compares against.
+    /// link target (`beginPass` and `snapshot` read the same, kept compactly).
     public func listTree() throws -> [(path: RelativePath, stat: FileStat, target: [UInt8])] {
-        let output = try session.run(RemoteScript.plain(target.directory,
-                                                        "exec find -P . -mindepth 1 -printf '\(RemoteScript.format)'"))
+        let output = try remote(RemoteScript.plain(target.directory,
+                                                   "exec find -P . -mindepth 1 -printf '\(RemoteScript.format)'"))
         var reader = ReplyReader(output.stdout)
         var out: [(path: RelativePath, stat: FileStat, target: [UInt8])] = []
         while !reader.atEnd {
@@ -93,8 +121,65 @@ public final class RemoteMirror: MirrorProviding {
         return out
     }
 
-    /// A remote symlink's target.
+    // MARK: Passes
+
+    /// Reads the whole tree in one round trip (`find -P . -printf`) and, until `endPass`,
+    /// answers `list`, `stat`, `statAll` and `readLink` from it, except what a change made
+    /// through this mirror since made stale: the changed paths, their directories'
+    /// entries and own stats, everything below a removed, renamed or replaced path. Those
+    /// are asked of the remote. Throws when the remote cannot be read (unreachable, DIR
+    /// missing), so that the pass fails instead of seeing an empty mirror.
+    public func beginPass() throws {
+        let listing = try readTree()
+        state.withLock { $0.pass = listing }
+    }
+
+    /// Drops the pass's listing.
+    public func endPass() {
+        state.withLock { $0.pass = nil }
+    }
+
+    /// The whole tree in one round trip, as a read side that answers without another
+    /// (what `check` compares against).
+    public func snapshot() throws -> RemoteTreeSnapshot {
+        RemoteTreeSnapshot(listing: try readTree(), mirror: self)
+    }
+
+    /// Directories the pass's listing still answers for, and its size in bytes; nil
+    /// outside a pass.
+    var passListing: (directories: Int, bytes: Int)? {
+        state.withLock { s in s.pass.map { ($0.directoryCount, $0.footprint) } }
+    }
+
+    /// The tree, root included. find exits 1 when it could not read a directory: that one
+    /// is listed empty, as a failed `list` leaves it for a pass.
+    private func readTree() throws -> RemoteTreeListing {
+        let output = try remote(RemoteScript.plain(target.directory, "exec find -P . -printf '\(RemoteScript.format)'"))
+        guard output.status == 0 || output.status == 1 else { throw remoteError(output, path: nil, "find") }
+        guard let listing = RemoteTreeListing(findOutput: output.stdout) else {
+            throw KeepSyncError(.io, "find: an unreadable listing from \(session.host) (exit \(output.status))")
+        }
+        return listing
+    }
+
+    /// Paths about to change: what the pass's listing says of them is stale.
+    func changing(_ paths: [RelativePath]) {
+        state.withLock { s in
+            guard s.pass != nil else { return }
+            for path in paths { s.pass?.changed(path) }
+        }
+    }
+
+    /// A remote symlink's target (from a pass's listing when it still holds it).
     public func readLink(_ path: RelativePath) throws -> [UInt8] {
+        _ = try argument(path)
+        switch state.withLock({ $0.pass?.answer(path) }) ?? .unknown {
+        case .present(let stat, let target):
+            guard stat.kind == .symlink else { throw KeepSyncError(.conflict, "readlink: not a symlink", path: path) }
+            return target
+        case .absent: throw KeepSyncError(.notFound, "readlink: not there", path: path)
+        case .unknown: break
+        }
         let replies = try call(RemoteScript.stat, items: [[try argument(path)]])
         guard replies[0].token == "S", let record = replies[0].record else {
             throw replies[0].token == "N" || replies[0].token == "P"
@@ -107,8 +192,8 @@ public final class RemoteMirror: MirrorProviding {
     /// A remote file's bytes, fetched whole (`cat`), as an open file.
     public func open(_ path: RelativePath) throws -> any SourceFile {
         guard let stat = try stat(path) else { throw KeepSyncError(.notFound, "open: not there", path: path) }
-        let output = try session.run(RemoteScript.batch(target.directory, RemoteScript.read, perCall: 1),
-                                     input: RemoteScript.input([try argument(path)]))
+        let output = try remote(RemoteScript.batch(target.directory, RemoteScript.read, perCall: 1),
+                                input: RemoteScript.input([try argument(path)]))
         var reader = ReplyReader(output.stdout)
         guard output.status == 0, reader.field() == [0x53] else {
             throw KeepSyncError(.notFound, "open: not a regular file on \(session.host)", path: path)
@@ -120,6 +205,7 @@ public final class RemoteMirror: MirrorProviding {
 
     /// `mkdir -m MODE` on the remote; its stat.
     public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
+        changing([path])
         let reply = try call(RemoteScript.makeDirectory, items: [[try argument(path), Self.octal(mode)]], perCall: 2)[0]
         guard reply.token == "S", let stat = reply.stat else { throw reply.error(path, "mkdir") }
         return stat
@@ -128,6 +214,7 @@ public final class RemoteMirror: MirrorProviding {
     /// A symlink made under a temp name and renamed over `path`; its stat.
     public func makeSymlink(_ path: RelativePath, target link: [UInt8], mtime: Timespec) throws -> FileStat {
         let temporary = (path.parent ?? .root).appending(TemporaryName.random())
+        changing([path])
         let reply = try call(RemoteScript.makeSymlink, items: [[try argument(path), link, Self.touchTime(mtime),
                                                                try argument(temporary)]], perCall: 4)[0]
         guard reply.token == "S", let stat = reply.stat else { throw reply.error(path, "symlink") }
@@ -142,6 +229,7 @@ public final class RemoteMirror: MirrorProviding {
 
     /// Removes several paths in one round trip; a result per path.
     public func removeAll(_ paths: [RelativePath]) throws -> [Result<Void, KeepSyncError>] {
+        changing(paths)
         let replies = try call(RemoteScript.remove, items: paths.map { [try argument($0)] })
         return zip(paths, replies).map { path, reply in reply.token == "0" ? .success(()) : .failure(reply.error(path, "remove")) }
     }
@@ -153,12 +241,14 @@ public final class RemoteMirror: MirrorProviding {
 
     /// Several renames in one round trip, in order; a result per pair.
     public func renameAll(_ pairs: [(from: RelativePath, to: RelativePath)]) throws -> [Result<Void, KeepSyncError>] {
+        changing(pairs.flatMap { [$0.from, $0.to] })
         let replies = try call(RemoteScript.rename, items: pairs.map { [try argument($0.from), try argument($0.to)] }, perCall: 2)
         return zip(pairs, replies).map { pair, reply in reply.token == "0" ? .success(()) : .failure(reply.error(pair.from, "rename")) }
     }
 
     /// `chmod` and/or `touch -d @S.N` on the remote, never through a symlink.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
+        state.withLock { $0.pass?.attributesChanged(path) }
         let reply = try call(RemoteScript.setAttributes, items: [[try argument(path), mode.map(Self.octal) ?? [0x2D],
                                                                  mtime.map(Self.touchTime) ?? [0x2D]]], perCall: 3)[0]
         guard reply.token == "0" else { throw reply.error(path, "set attributes") }
@@ -166,7 +256,8 @@ public final class RemoteMirror: MirrorProviding {
 
     /// `sync -f DIR` on the remote (`sync` where `-f` is unknown).
     public func barrier() throws {
-        _ = try session.check(RemoteScript.plain(target.directory, "sync -f . 2>/dev/null || sync"))
+        let output = try remote(RemoteScript.plain(target.directory, "sync -f . 2>/dev/null || sync"))
+        guard output.status == 0 else { throw remoteError(output, path: nil, "sync") }
     }
 
     /// Removes a leftover temp file, keepsync's (`.keepsync-tmp-…`) or rsync's
@@ -178,6 +269,7 @@ public final class RemoteMirror: MirrorProviding {
             let original = parent.appending(Array(name[1..<(name.count - 7)]))
             if state.withLock({ $0.inFlight[original] != nil }) { return false }
         }
+        changing([path])
         let reply = try call(RemoteScript.removeLeftover, items: [[try argument(path)]], perCall: 1)[0]
         switch reply.token {
         case "0": return true
@@ -194,181 +286,17 @@ public final class RemoteMirror: MirrorProviding {
 
     /// Writes and removes a small temp file in DIR.
     public func probe() throws {
-        let reply = try call(RemoteScript.probe, items: [[TemporaryName.random()]], perCall: 1)[0]
+        let name = TemporaryName.random()
+        changing([RelativePath(bytes: name)])
+        let reply = try call(RemoteScript.probe, items: [[name]], perCall: 1)[0]
         guard reply.token == "0" else { throw reply.error(RelativePath.root, "probe") }
-    }
-
-    // MARK: Files
-
-    /// Installs a batch through one rsync run (more only for sources that changed during
-    /// it). Before: the remote ancestors are checked (a symlink refuses the path) and the
-    /// old remote inodes noted. After: the remote is stat'ed; a path counts as installed
-    /// only when rsync exited 0, or, after a partial exit (23, 24), when the remote holds
-    /// a new inode of the source's kind, size and mtime. Transport failures fail every path.
-    public func install(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
-                        logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
-        var results: [RelativePath: Result<CopyResult?, any Error>] = [:]
-        var pending = paths
-        var round = 0
-        while !pending.isEmpty {
-            round += 1
-            let changed = installRound(pending, from: source, logger: logger, finalRound: round == 3, into: &results)
-            pending = changed
-        }
-        return paths.map { ($0, results[$0] ?? .failure(KeepSyncError(.io, "not installed", path: $0))) }
-    }
-
-    /// `install`, run whole at `finish` (rsync puts files in place as it goes, so there
-    /// is no earlier step to overlap).
-    public func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
-                             logger: Logger) -> any PendingInstall {
-        DeferredInstall { [self] in install(paths, from: source, io: io, logger: logger) }
-    }
-
-    /// One rsync run over `paths`; fills `results`, returns the paths whose source
-    /// changed during it (to go again unless `finalRound`).
-    private func installRound(_ paths: [RelativePath], from source: any FileSystemProviding, logger: Logger,
-                              finalRound: Bool, into results: inout [RelativePath: Result<CopyResult?, any Error>]) -> [RelativePath] {
-        // The versions copied; a vanished source is nil, not an error.
-        var before: [RelativePath: FileStat] = [:]
-        var send: [RelativePath] = []
-        for path in paths {
-            do {
-                guard let stat = try source.stat(path) else {
-                    results[path] = .success(nil)
-                    continue
-                }
-                guard stat.kind == .regular else {
-                    results[path] = .failure(KeepSyncError(.conflict, "install: not a regular file in the source", path: path))
-                    continue
-                }
-                before[path] = stat
-                send.append(path)
-            } catch { results[path] = .failure(error) }
-        }
-        guard !send.isEmpty else { return [] }
-
-        // Remote ancestors checked, old inodes noted, in one round trip.
-        let old: [Result<FileStat, KeepSyncError>?]
-        do { old = try statAllForInstall(send) } catch {
-            for path in send { results[path] = .failure(error) }
-            return []
-        }
-        var allowed: [RelativePath] = []
-        var oldInode: [RelativePath: UInt64] = [:]
-        for (path, reply) in zip(send, old) {
-            switch reply {
-            case .failure(let error): results[path] = .failure(error)
-            case .success(let stat): oldInode[path] = stat.inode; allowed.append(path)
-            case nil: allowed.append(path)
-            }
-        }
-        guard !allowed.isEmpty else { return [] }
-
-        let outcome: RemoteOutput
-        do { outcome = try runRsync(allowed) } catch {
-            for path in allowed { results[path] = .failure(error) }
-            return []
-        }
-        let partial = outcome.status == 23 || outcome.status == 24
-        let rsyncMessage = String(decoding: outcome.stderr, as: UTF8.self).trimmingNewlines
-        if outcome.status != 0 && !partial {
-            let failure = KeepSyncError(.io, "rsync exited \(outcome.status): \(rsyncMessage)")
-            for path in allowed { results[path] = .failure(KeepSyncError(failure.code, failure.message, path: path)) }
-            return []
-        }
-        if partial { logger.warning("rsync to \(session.host) exited \(outcome.status): \(rsyncMessage)") }
-
-        let after: [Result<FileStat, KeepSyncError>?]
-        do { after = try statAll(allowed) } catch {
-            for path in allowed { results[path] = .failure(error) }
-            return []
-        }
-        var again: [RelativePath] = []
-        for (path, reply) in zip(allowed, after) {
-            let copied = before[path]!
-            let now: FileStat?
-            do { now = try source.currentVersion(path) } catch { now = nil }
-            guard let now else {
-                // Gone from the source meanwhile: whatever arrived is not recorded.
-                results[path] = .success(nil)
-                continue
-            }
-            guard case .success(let remote) = reply else {
-                results[path] = .failure(reply.flatMap { r -> KeepSyncError? in if case .failure(let e) = r { return e }; return nil }
-                                         ?? KeepSyncError(.io, "rsync: not on \(session.host) after the transfer\(partial ? " (exit \(outcome.status): \(rsyncMessage))" : "")", path: path))
-                continue
-            }
-            let arrived = remote.kind == .regular && remote.size == copied.size && remote.mtime == copied.mtime
-                && (!partial || oldInode[path] != remote.inode)
-            guard arrived else {
-                results[path] = .failure(KeepSyncError(.io, "rsync exited \(outcome.status); \(path.escaped) did not arrive: \(rsyncMessage)", path: path))
-                continue
-            }
-            if !now.sameVersion(as: copied) && !finalRound {
-                again.append(path)
-                continue
-            }
-            if !now.sameVersion(as: copied) {
-                results[path] = .failure(KeepSyncError(.sourceChanged, "changed during every transfer", path: path))
-                continue
-            }
-            results[path] = .success(CopyResult(path: path, source: copied, installed: remote))
-        }
-        return again
-    }
-
-    /// The pre-transfer stat: like `statAll`, but a missing parent is an error.
-    private func statAllForInstall(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
-        let replies = try call(RemoteScript.stat, items: paths.map { [try argument($0)] })
-        return zip(paths, replies).map { path, reply in
-            switch reply.token {
-            case "S": return reply.stat.map { .success($0) } ?? .failure(KeepSyncError(.io, "unreadable remote listing", path: path))
-            case "N": return nil
-            case "P": return .failure(KeepSyncError(.notFound, "install: the parent directory is not on \(session.host)", path: path))
-            default: return .failure(reply.error(path, "install"))
-            }
-        }
-    }
-
-    /// The rsync argv for a batch (the list itself goes on stdin).
-    public func rsyncArguments(fsync: Bool) -> [[UInt8]] {
-        var argv: [[UInt8]] = [rsync]
-        let options = ["--protect-args", "--files-from=-", "--from0", "--no-implied-dirs", "--perms", "--times",
-                       "--ignore-times", "--timeout=\(rsyncIOTimeout)"] + (fsync ? ["--fsync"] : [])
-        argv += options.map { Array($0.utf8) }
-        argv.append(Array("--rsync-path=".utf8) + session.rsyncPath)
-        argv.append(Array("-e".utf8))
-        argv.append(session.rsyncShell)
-        argv.append(sourceRoot + (sourceRoot.last == 0x2F ? [] : [0x2F]))
-        let host = target.host.contains(":") ? "[\(target.host)]" : target.host
-        let login = Array((target.user.map { "\($0)@\(host)" } ?? host).utf8)
-        let dir = target.directory.isEmpty || target.directory == [0x2F] ? target.directory : target.directory + [0x2F]
-        argv.append(login + [0x3A] + dir)
-        return argv
-    }
-
-    private func runRsync(_ paths: [RelativePath]) throws -> RemoteOutput {
-        let version = try session.rsyncVersion()
-        state.withLock { s in for p in paths { s.inFlight[p, default: 0] += 1 } }
-        defer {
-            state.withLock { s in
-                for p in paths {
-                    s.inFlight[p, default: 1] -= 1
-                    if s.inFlight[p] == 0 { s.inFlight[p] = nil }
-                }
-            }
-        }
-        // Our own deadline only bounds a stuck rsync; its --timeout notices a silent remote.
-        return try session.runRsync(rsyncArguments(fsync: version.hasFsync), input: RemoteScript.input(paths.map(\.bytes)),
-                                    timeout: .seconds(Int64(rsyncIOTimeout) * 60))
     }
 
     // MARK: Helpers
 
     /// A path as the scripts take it: `.` for the root; refused when a component is empty,
     /// `.` or `..` (nothing may name outside DIR).
-    private func argument(_ path: RelativePath) throws -> [UInt8] {
+    func argument(_ path: RelativePath) throws -> [UInt8] {
         if path.isRoot { return [0x2E] }
         for component in path.components where component.isEmpty || component == [0x2E] || component == [0x2E, 0x2E] {
             throw KeepSyncError(.unsafePath, "not a path below the mirror", path: path)
@@ -377,10 +305,10 @@ public final class RemoteMirror: MirrorProviding {
     }
 
     /// Runs a batch script over `items` (each `perCall` NUL-separated words); one reply per item.
-    private func call(_ body: String, items: [[[UInt8]]], perCall: Int? = nil) throws -> [Reply] {
+    func call(_ body: String, items: [[[UInt8]]], perCall: Int? = nil) throws -> [Reply] {
         guard !items.isEmpty else { return [] }
-        let output = try session.run(RemoteScript.batch(target.directory, body, perCall: perCall),
-                                     input: RemoteScript.input(items.flatMap { $0 }))
+        let output = try remote(RemoteScript.batch(target.directory, body, perCall: perCall),
+                                input: RemoteScript.input(items.flatMap { $0 }))
         var reader = ReplyReader(output.stdout)
         var replies: [Reply] = []
         while replies.count < items.count, let token = reader.field() {
@@ -390,12 +318,17 @@ public final class RemoteMirror: MirrorProviding {
         }
         guard replies.count == items.count else {
             let failure = remoteError(output, path: nil, "remote script")
-            throw RemoteFailure(.remoteCommand, host: session.host, "\(replies.count) of \(items.count) answers: \(failure.message)")
+            throw KeepSyncError(failure.code, "\(replies.count) of \(items.count) answers: \(failure.message)")
         }
         return replies
     }
 
-    private func remoteError(_ output: RemoteOutput, path: RelativePath?, _ call: String) -> KeepSyncError {
+    /// Runs a remote command, a transport failure as its `KeepSyncError` (rsync: `runRsync`).
+    private func remote(_ script: [UInt8], input: [UInt8] = []) throws(KeepSyncError) -> RemoteOutput {
+        do { return try session.run(script, input: input) } catch { throw error.error }
+    }
+
+    func remoteError(_ output: RemoteOutput, path: RelativePath?, _ call: String) -> KeepSyncError {
         let text = String(decoding: output.stderr, as: UTF8.self).trimmingNewlines
         if output.status == 97 { return KeepSyncError(.notFound, "\(call): the mirror directory is not on \(session.host): \(text)", path: path) }
         return KeepSyncError(.io, "\(call): exit \(output.status) on \(session.host): \(text)", path: path)
@@ -440,18 +373,6 @@ public final class RemoteMirror: MirrorProviding {
             }
         }
     }
-}
-
-/// A pending install that runs the whole install at `finish`.
-final class DeferredInstall: PendingInstall {
-    private let work: () -> [(path: RelativePath, result: Result<CopyResult?, any Error>)]
-
-    init(_ work: @escaping () -> [(path: RelativePath, result: Result<CopyResult?, any Error>)]) { self.work = work }
-
-    /// Nothing to start early.
-    func commit() {}
-    /// Runs the install.
-    func finish() -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] { work() }
 }
 
 /// A remote file's bytes held in memory.

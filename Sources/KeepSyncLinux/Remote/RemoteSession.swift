@@ -30,6 +30,16 @@ public struct RemoteFailure: Error, Sendable, Equatable, CustomStringConvertible
 
     /// `HOST: unreachable: …`.
     public var description: String { "\(host): \(kind.rawValue): \(message)" }
+
+    /// As keepsync's error: `.unreachable` when the host cannot be reached or refuses the
+    /// login, `.io` when the remote command failed.
+    public var error: KeepSyncError {
+        switch kind {
+        case .unreachable: KeepSyncError(.unreachable, "\(host) unreachable: \(message)")
+        case .authentication: KeepSyncError(.unreachable, "\(host) refused the login (authentication failed): \(message)")
+        case .remoteCommand: KeepSyncError(.io, "\(host): \(message)")
+        }
+    }
 }
 
 /// A remote command's result: exit status and output (the connection worked).
@@ -325,9 +335,10 @@ public final class RemoteSession: Sendable {
         }
     }
 
-    /// ssh's words on stderr -> the kind: `Permission denied` is authentication; refused,
-    /// timed out, no route, a name that does not resolve, a closed or reset connection
-    /// are unreachable; anything else is the remote command's.
+    /// ssh's words on stderr -> the kind: `Permission denied` is authentication; a command
+    /// or file not found (outside ssh's warnings) is the remote command's; refused, timed
+    /// out, no route, a name that does not resolve, a closed or reset connection are
+    /// unreachable; anything else is the remote command's.
     public func classify(_ stderr: [UInt8]) -> RemoteFailure {
         let text = String(decoding: stderr, as: UTF8.self).trimmingNewlines
         if text.contains("Permission denied") || text.contains("Too many authentication failures")
@@ -336,7 +347,10 @@ public final class RemoteSession: Sendable {
             let last = text.split(whereSeparator: \.isNewline).last.map(String.init) ?? text
             return RemoteFailure(.authentication, host: host, last)
         }
-        if text.contains("command not found") || text.contains("No such file or directory") {
+        // ssh's own warnings (`Warning: Identity file … not accessible: No such file or
+        // directory`) say nothing of the remote command.
+        let said = text.split(whereSeparator: \.isNewline).filter { !$0.hasPrefix("Warning: ") }
+        if said.contains(where: { $0.contains("command not found") || $0.contains("No such file or directory") }) {
             return RemoteFailure(.remoteCommand, host: host, text)
         }
         let unreachable = ["Connection refused", "timed out", "No route to host", "Network is unreachable",
