@@ -110,8 +110,9 @@ struct CommandRunner: Sendable {
         let host = try LinuxAgentHost(settings: settings)
         let mirrorTree: any FileSystemProviding
         if let remote = host.remote {
+            // The whole remote tree in one listing.
             mirrorTree = try remote.current() == nil ? AbsentTree()
-                : RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source)
+                : try RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source).snapshot()
         } else if HostPaths.stat(settings.mirror)?.kind == .directory {
             mirrorTree = try PosixFileSystem(rootPath: settings.mirror)
         } else {

@@ -28,8 +28,6 @@ public struct KeepSyncError: Error, Sendable, Equatable, CustomStringConvertible
         case unreachable
         /// Any other I/O failure.
         case io
-        /// The mirror's host cannot be reached or refuses the login (remote mirrors).
-        case unreachable
     }
 
     /// The code.

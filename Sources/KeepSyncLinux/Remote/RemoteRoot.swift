@@ -56,8 +56,6 @@ public struct RemoteRoot: Sendable {
 
     /// `body`, its transport failure as a `KeepSyncError` naming the host.
     func transported<T>(_ body: () throws -> T) throws -> T {
-        do { return try body() } catch let error as RemoteFailure {
-            throw KeepSyncError(error.kind == .remoteCommand ? .io : .unreachable, error.description)
-        }
+        do { return try body() } catch let error as RemoteFailure { throw error.error }
     }
 }
