@@ -98,6 +98,8 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
             errors: extraErrors + (summary?.errors ?? []).map { (path: ($0.path ?? .root).escaped, message: $0.message) })
         report.mirrorLimits = records.mirror?.limits
         report.skipped = skipped.map(\.escaped)
+        // What a pass could not send waits for the next one: no lag is counted between runs.
+        report.remote = settings.remote?.host
         statusWriter.write(report, waits: true)
     }
 }

@@ -40,13 +40,13 @@ public struct ServiceInstaller {
                 throw KeepSyncError(.configuration, "service install: give both --source and --mirror, or neither (to use an existing \(HostPaths.display(configFile)))")
             }
             // HOST:DIR is not a path to resolve (it would become ~/HOST:DIR, a local folder).
-            if try RemoteTarget.parse(mirror) != nil {
-                throw KeepSyncError(.configuration, "--mirror \(HostPaths.display(mirror)): mirrors on another machine are not supported by this version yet")
-            }
+            let remote = try RemoteTarget.parse(mirror)
             try HostPaths.makeDirectories(configHome + Array("/keepsync".utf8), mode: 0o755)
             var text = "# Written by keepsync service install.\n"
             text += "source = \(HostPaths.display(HostPaths.resolve(source)))\n"
-            text += "mirror = \(HostPaths.display(HostPaths.resolve(mirror)))\n"
+            text += "mirror = \(HostPaths.display(remote?.normalized ?? HostPaths.resolve(mirror)))\n"
+            if let ssh = invocation.sshCommand { text += "ssh_command = \(HostPaths.display(ssh))\n" }
+            if let path = invocation.rsyncPath { text += "rsync_path = \(HostPaths.display(path))\n" }
             if let state = invocation.state { text += "state = \(HostPaths.display(HostPaths.resolve(state)))\n" }
             for e in invocation.excludes { text += "exclude = \(HostPaths.display(e))\n" }
             if let v = invocation.settleMilliseconds { text += "settle_ms = \(v)\n" }

@@ -1,0 +1,175 @@
+import Foundation
+import Glibc
+import KeepSyncTestSupport
+import Testing
+
+/// `keepsync sync|run|check|status` with `--mirror USER@127.0.0.1:DIR` against a real sshd
+/// on the loopback (issue 18): the remote is this machine, so what arrived is read
+/// through the local file system. Skipped, with the reason printed, where OpenSSH or
+/// rsync is missing (`.ci/run` installs both).
+@Suite("Remote mirror, end to end", .serialized)
+struct RemoteMirrorEndToEndTests {
+    /// A sandbox whose mirror is reached over a loopback sshd.
+    final class Remote {
+        let sandbox: Sandbox
+        let sshd: LoopbackSSHD
+
+        init(_ test: String) throws {
+            sshd = try Self.startOrSkip(test)
+            sandbox = try Sandbox()
+        }
+
+        /// A started sshd, or the test skipped with the reason printed (no OpenSSH or rsync).
+        static func startOrSkip(_ test: String) throws -> LoopbackSSHD {
+            guard ChildSpawning.locate("rsync") != nil else {
+                print("RemoteMirrorEndToEndTests: \(test) skipped: rsync is not installed")
+                try Test.cancel("rsync is not installed (apt-get install rsync; .ci/run installs it)")
+            }
+            do { return try LoopbackSSHD.start() } catch let missing as LoopbackSSHD.Unavailable {
+                print("RemoteMirrorEndToEndTests: \(test) skipped: \(missing)")
+                try Test.cancel("\(missing)")
+            }
+        }
+
+        deinit { sshd.stop() }
+
+        /// `--source S --mirror USER@127.0.0.1:M --ssh '…' --state T`.
+        var paths: [any CommandArgument] {
+            ["--source", sandbox.source, "--mirror", Array("\(sshd.destination):".utf8) + sandbox.mirror,
+             "--ssh", sshd.sshCommand, "--state", sandbox.state]
+        }
+
+        func run(_ command: String, _ extra: [any CommandArgument] = []) throws -> ProcessResult {
+            try sandbox.keepsync([command] + paths + extra)
+        }
+
+        func start() async throws -> RunCommandTests.Agent {
+            let agent = try RunCommandTests.Agent(binary: sandbox.binary, arguments: (["run"] + paths).map(\.argumentBytes),
+                                                  environment: sandbox.environment, stderrPath: sandbox.root / "agent.stderr")
+            let watching = await eventually(timeout: .seconds(60)) {
+                RunCommandTests.status(self.sandbox)?["state"] as? String == "watching" || agent.poll() != nil
+            }
+            try #require(watching && agent.poll() == nil,
+                         "the agent is not watching; status.json: \(RunCommandTests.statusText(sandbox))\n\(agent.stderrText)")
+            return agent
+        }
+    }
+
+    static func b(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    /// Names a shell would mangle: a newline, a non-UTF-8 byte, a quote, a leading dash.
+    static let awkwardNames: [[UInt8]] = [b("new\nline"), b("caf") + [0xE9], b("it's"), b("-dash"), b(" spaced ")]
+
+    @Test("sync copies a tree with awkward names to the remote, check compares against it, drift made there is reported and repaired",
+          .timeLimit(.minutes(3)))
+    func syncAndCheck() throws {
+        let r = try Remote("syncAndCheck")
+        try r.sandbox.buildSmallSource()
+        for (i, name) in Self.awkwardNames.enumerated() { try FS.writeFile(r.sandbox.source / name, "awkward \(i)\n") }
+        try FS.mkdirs(r.sandbox.source / (Self.b("deep/") + [0xFF] + Self.b("/x")))
+        try FS.writeFile(r.sandbox.source / (Self.b("deep/") + [0xFF] + Self.b("/x/leaf")), "leaf")
+
+        let first = try r.run("sync")
+        #expect(first.status == 0, "\(first)")
+        try r.sandbox.expectMirrorEqualsSource()
+        let clean = try r.run("check")
+        #expect(clean.status == 0 && clean.stdoutLines == ["0 differences"], "\(clean)")
+
+        // Drift on the remote: a changed file, an extra one, a missing one.
+        try FS.overwrite(r.sandbox.mirror / "top.txt", Self.b("changed there\n"))
+        try FS.writeFile(r.sandbox.mirror / "extra", "not in the source")
+        try FS.unlink(r.sandbox.mirror / Self.awkwardNames[0])
+        let drift = try r.run("check")
+        #expect(drift.status == 1, "\(drift)")
+        #expect(drift.stdoutLines.contains("- extra") && drift.stdoutLines.last == "3 differences"
+                    || drift.stdoutLines.last == "4 differences", "\(drift.stdoutText)")
+        let repair = try r.run("sync")
+        #expect(repair.status == 0, "\(repair)")
+        try r.sandbox.expectMirrorEqualsSource()
+        #expect(try r.run("check").stdoutLines == ["0 differences"])
+
+        let status = try r.sandbox.keepsync(["status", "--state", r.sandbox.state, "--json"])
+        let json = (try? JSONSerialization.jsonObject(with: Data(status.stdout))) as? [String: Any]
+        #expect(json?["remote"] as? String == "127.0.0.1", "\(status.stdoutText)")
+        #expect(json?["lagSeconds"] != nil, "\(status.stdoutText)")
+    }
+
+    @Test("a sync to a host nobody answers on exits 1 naming the host, and writes nothing", .timeLimit(.minutes(2)))
+    func unreachableSyncExitsOne() throws {
+        let r = try Remote("unreachableSyncExitsOne")
+        try r.sandbox.buildSmallSource()
+        r.sshd.stop()
+        let result = try r.run("sync")
+        #expect(result.status == 1, "\(result)")
+        #expect(result.errorLines.count == 1 && result.errorLines[0].contains("127.0.0.1"), "\(result)")
+        #expect(!FS.exists(r.sandbox.mirror))
+    }
+
+    @Test("run mirrors live changes; a renamed 1 GiB file and a renamed folder arrive as renames (same remote inodes); deletions follow",
+          .timeLimit(.minutes(4)))
+    func liveRenamesAndDeletions() async throws {
+        let r = try Remote("liveRenamesAndDeletions")
+        try r.sandbox.buildSmallSource()
+        // 1 GiB, sparse here (rsync sends its zeros once, at the initial copy).
+        let big = r.sandbox.source / "big.bin"
+        let fd = FS.withCPath(big) { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        #expect(fd >= 0)
+        #expect(ftruncate(fd, 1 << 30) == 0)
+        close(fd)
+        try FS.mkdirs(r.sandbox.source / "folder/inner")
+        for i in 0..<20 { try FS.writeFile(r.sandbox.source / Self.b("folder/inner/f\(i)"), "file \(i)\n") }
+
+        let agent = try await r.start()
+        try await RunCommandTests.expectMirrorConverges(r.sandbox, agent, "initial sync")
+        let bigInode = FS.lstat(r.sandbox.mirror / "big.bin")?.inode
+        let folderInode = FS.lstat(r.sandbox.mirror / "folder")?.inode
+        let leafInode = FS.lstat(r.sandbox.mirror / "folder/inner/f7")?.inode
+
+        // Live: a new file, a change, a new folder.
+        try FS.writeFile(r.sandbox.source / "live.txt", "live\n")
+        try FS.overwrite(r.sandbox.source / "top.txt", Self.b("top, changed\n"))
+        try FS.mkdirs(r.sandbox.source / "newdir")
+        try FS.writeFile(r.sandbox.source / Self.b("newdir/") + Self.awkwardNames[0], "made live")
+        try await RunCommandTests.expectMirrorConverges(r.sandbox, agent, "live changes")
+
+        try FS.rename(r.sandbox.source / "big.bin", r.sandbox.source / "big-renamed.bin")
+        try FS.rename(r.sandbox.source / "folder", r.sandbox.source / "folder-renamed")
+        try await RunCommandTests.expectMirrorConverges(r.sandbox, agent, "renames")
+        #expect(FS.lstat(r.sandbox.mirror / "big-renamed.bin")?.inode == bigInode, "the 1 GiB file was sent again, not renamed")
+        #expect(FS.lstat(r.sandbox.mirror / "folder-renamed")?.inode == folderInode, "the folder was not renamed")
+        #expect(FS.lstat(r.sandbox.mirror / "folder-renamed/inner/f7")?.inode == leafInode, "a file in the folder was sent again")
+
+        try FS.unlink(r.sandbox.source / "big-renamed.bin")
+        try ScratchDirectory.removeTree(r.sandbox.source / "folder-renamed")
+        try await RunCommandTests.expectMirrorConverges(r.sandbox, agent, "deletions")
+        #expect(!FS.exists(r.sandbox.mirror / "big-renamed.bin") && !FS.exists(r.sandbox.mirror / "folder-renamed"))
+        try await RunCommandTests.stop(agent, r.sandbox)
+    }
+
+    @Test("a remote that hangs (sshd and its sessions stopped) is noticed by keepsync's own timeouts; changes made meanwhile arrive once it answers",
+          .timeLimit(.minutes(4)))
+    func hangingRemoteCatchesUp() async throws {
+        let r = try Remote("hangingRemoteCatchesUp")
+        try r.sandbox.buildSmallSource()
+        let agent = try await r.start()
+        try await RunCommandTests.expectMirrorConverges(r.sandbox, agent, "initial sync")
+
+        try r.sshd.pause()
+        for i in 0..<50 { try FS.writeFile(r.sandbox.source / Self.b("during-\(i)"), "written while the remote hangs \(i)\n") }
+        try FS.unlink(r.sandbox.source / "top.txt")
+        let noticed = await eventually(timeout: .seconds(90), every: .milliseconds(200)) {
+            RunCommandTests.statusText(r.sandbox).contains("remote unreachable since")
+        }
+        let lag = (RunCommandTests.status(r.sandbox)?["lagSeconds"] as? NSNumber)?.doubleValue ?? 0
+        r.sshd.resume()
+        #expect(noticed, "status never said the remote was unreachable: \(RunCommandTests.statusText(r.sandbox))\n\(agent.stderrText)")
+        #expect(lag > 0, "lagSeconds stayed 0 while changes waited: \(RunCommandTests.statusText(r.sandbox))")
+        #expect(agent.stderrLines.contains { $0.contains("remote unreachable since") }, "\(agent.stderrText)")
+        try await RunCommandTests.expectMirrorConverges(r.sandbox, agent, "after the remote answers again")
+        let cleared = await eventually(timeout: .seconds(30)) {
+            !RunCommandTests.statusText(r.sandbox).contains("unreachable")
+        }
+        #expect(cleared, "status still says unreachable: \(RunCommandTests.statusText(r.sandbox))")
+        try await RunCommandTests.stop(agent, r.sandbox)
+    }
+}
