@@ -20,10 +20,11 @@ final class ManagerHarness {
     let waitsForCopies: Bool
 
     init(options: SyncOptions = SyncOptions(), executor: CopyExecutor? = nil, verifyInterval: Duration? = nil,
-         logger: Logger = .silent) {
+         heldWhileUnreachable: Int = 10_000, logger: Logger = .silent) {
         waitsForCopies = executor == nil
         let executor = executor ?? .inline
-        timing = SyncManager<ManualClock>.Timing(settle: Self.settle, maxDelay: Self.maxDelay, verifyInterval: verifyInterval)
+        timing = SyncManager<ManualClock>.Timing(settle: Self.settle, maxDelay: Self.maxDelay, verifyInterval: verifyInterval,
+                                                    heldWhileUnreachable: heldWhileUnreachable)
         let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: RecordSet(), options: options)
         manager = SyncManager(engine: engine, source: source, mirror: LocalMirror(mirror), clock: clock, timing: timing,
                               executor: executor, logger: logger)

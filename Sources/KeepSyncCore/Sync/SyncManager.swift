@@ -13,12 +13,17 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         /// Time from the end of one full pass to the next periodic one (nil: none).
         public var verifyInterval: Duration?
 
+        /// Changed paths kept while the mirror's host is unreachable; past it, one full
+        /// pass at reconnection finds them.
+        public var heldWhileUnreachable: Int
+
         /// A timing.
         public init(settle: Duration = .milliseconds(20), maxDelay: Duration = .milliseconds(2000),
-                    verifyInterval: Duration? = nil) {
+                    verifyInterval: Duration? = nil, heldWhileUnreachable: Int = 10_000) {
             self.settle = settle
             self.maxDelay = maxDelay
             self.verifyInterval = verifyInterval
+            self.heldWhileUnreachable = heldWhileUnreachable
         }
     }
 
@@ -113,14 +118,12 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var mirrorFailures = 0
     var lastBlockedAt: Duration?
     /// While the mirror's host cannot be reached: why, and since when. Nothing is sent
-    /// meanwhile; changes wait in `pending` (up to `unreachableLimit` paths, then
+    /// meanwhile; changes wait in `pending` (up to `timing.heldWhileUnreachable` paths, then
     /// `catchUpInFull`), and the probe that reaches it again starts a full pass.
     var unreachable: (message: String, since: Duration)?
-    /// More queued paths than `unreachableLimit` came while the host was unreachable:
+    /// More queued paths than `timing.heldWhileUnreachable` came while the host was unreachable:
     /// they were let go and the full pass at reconnection finds them.
     var catchUpInFull = false
-    /// Paths kept while the mirror's host is unreachable.
-    static var unreachableLimit: Int { 10_000 }
     /// When the oldest change not yet in the mirror came (nil: none waits).
     var oldestWaiting: Duration?
     var directoriesToFix: Set<RelativePath> = []
@@ -252,10 +255,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             // Bounded however long the host stays away: past the limit, the full pass at
             // reconnection finds every change.
             if catchUpInFull { return }
-            if pending.count >= Self.unreachableLimit {
+            if pending.count >= timing.heldWhileUnreachable {
                 pending.removeAll()
                 catchUpInFull = true
-                logger.info("more than \(Self.unreachableLimit) changes while the mirror's host is unreachable: a full pass will find them")
+                logger.info("more than \(timing.heldWhileUnreachable) changes while the mirror's host is unreachable: a full pass will find them")
                 return
             }
         }
