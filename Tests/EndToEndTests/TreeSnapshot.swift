@@ -21,11 +21,16 @@ struct TreeSnapshot {
     /// Full lstat results, for identity checks (inode, ctime).
     var infos: [[UInt8]: FileInfo] = [:]
 
-    static func take(_ root: [UInt8]) throws -> TreeSnapshot {
+    /// Every entry below `root`; the bytes of files up to `contentLimit` (a larger one is
+    /// compared by size, mode and mtime only).
+    static func take(_ root: [UInt8], contentLimit: Int = .max) throws -> TreeSnapshot {
         var snapshot = TreeSnapshot()
+        snapshot.contentLimit = contentLimit
         try snapshot.add(root: root, relative: [])
         return snapshot
     }
+
+    private var contentLimit = Int.max
 
     private mutating func add(root: [UInt8], relative: [UInt8]) throws {
         let full = relative.isEmpty ? root : root / relative
@@ -34,7 +39,8 @@ struct TreeSnapshot {
         switch info.kind {
         case .regular:
             entries[relative] = Entry(kind: .regular, permissions: info.permissions, mtimeSeconds: info.mtimeSeconds,
-                                      mtimeNanoseconds: info.mtimeNanoseconds, content: try FS.readFile(full), target: nil)
+                                      mtimeNanoseconds: info.mtimeNanoseconds,
+                                      content: info.size > contentLimit ? Array("size \(info.size)".utf8) : try FS.readFile(full), target: nil)
         case .directory:
             entries[relative] = Entry(kind: .directory, permissions: info.permissions, mtimeSeconds: info.mtimeSeconds,
                                       mtimeNanoseconds: info.mtimeNanoseconds, content: nil, target: nil)
