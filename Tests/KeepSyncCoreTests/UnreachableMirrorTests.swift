@@ -1,4 +1,4 @@
-import KeepSyncCore
+@testable import KeepSyncCore
 import KeepSyncTestSupport
 import Testing
 
@@ -29,6 +29,12 @@ struct UnreachableMirrorTests {
     @Test("changes wait while the host is away, only the probe is tried (1 s, 2 s, 4 s), and its return levels the mirror", .timeLimit(.minutes(1)))
     func changesWaitAndCatchUp() async {
         let h = ManagerHarness()
+        // On the manager's thread throughout: the test pool (two threads here) is held by
+        // blocking tests in a full run, and every hop through it waited seconds.
+        await withTaskExecutorPreference(h.manager.thread) { await changesWaitAndCatchUp(h) }
+    }
+
+    func changesWaitAndCatchUp(_ h: ManagerHarness) async {
         h.source.writeFile(Self.p("old.txt"), Self.b("old"))
         await h.fullSync()
         Self.away(h)
@@ -76,8 +82,12 @@ struct UnreachableMirrorTests {
 
     @Test("memory stays bounded however many changes come while away: past the limit (100 here), one full pass finds them all", .timeLimit(.minutes(1)))
     func boundedWhileAway() async {
-        // A limit of 100 rather than 10,000: each event is a hop to the manager's thread.
+        // A limit of 100 rather than 10,000, on the manager's thread (see above).
         let h = ManagerHarness(heldWhileUnreachable: 100)
+        await withTaskExecutorPreference(h.manager.thread) { await boundedWhileAway(h) }
+    }
+
+    func boundedWhileAway(_ h: ManagerHarness) async {
         await h.fullSync()
         Self.away(h)
         h.source.writeFile(Self.p("first"), Self.b("0"))
@@ -85,11 +95,8 @@ struct UnreachableMirrorTests {
         await h.settleAndProcess()
         #expect(await h.manager.snapshot().unreachable != nil)
         let count = 150
-        for i in 0..<count {
-            let path = Self.p("f\(i)")
-            h.source.writeFile(path, Self.b("\(i)"))
-            await h.manager.receive(.closedAfterWrite(path))
-        }
+        for i in 0..<count { h.source.writeFile(Self.p("f\(i)"), Self.b("\(i)")) }
+        for i in 0..<count { await h.manager.receive(.closedAfterWrite(Self.p("f\(i)"))) }
         let pending = await h.manager.snapshot().pending
         #expect(pending <= 100, "\(pending) paths held while away")
         #expect(pending < count, "the limit was never reached")
