@@ -309,14 +309,19 @@ struct RemoteMirrorTests {
               + "failed too (\(second.map { $0.message } ?? "")); after resume 1 new login, \(f.session.connectionsOpened) connections opened")
     }
 
+    /// A session to `sshd` offering no key it takes.
+    static func sessionWithARefusedKey(_ sshd: LoopbackSSHD) throws -> RemoteSession {
+        var words = sshd.sshArguments
+        let key = try #require(words.firstIndex(of: sshd.userKey))
+        words[key] = "/dev/null"
+        return try RemoteSession(ssh: words.map { Array($0.utf8) }, destination: sshd.destination, host: sshd.host)
+    }
+
     @Test("a key the server does not take is an authentication failure")
     func authenticationFailure() throws {
         let sshd = try LoopbackSSHDTests.startOrSkip("authenticationFailure")
         defer { sshd.stop() }
-        var words = sshd.sshArguments
-        let key = try #require(words.firstIndex(of: sshd.userKey))
-        words[key] = "/dev/null"
-        let session = try RemoteSession(ssh: words.map { Array($0.utf8) }, destination: sshd.destination, host: sshd.host)
+        let session = try Self.sessionWithARefusedKey(sshd)
         defer { session.close() }
         var failure: RemoteFailure?
         do { _ = try session.run(Self.b("true")) } catch { failure = error }
@@ -376,10 +381,7 @@ struct RemoteMirrorTests {
     func authenticationFailureThroughTheMirror() throws {
         let sshd = try LoopbackSSHDTests.startOrSkip("authenticationFailureThroughTheMirror")
         defer { sshd.stop() }
-        var words = sshd.sshArguments
-        let key = try #require(words.firstIndex(of: sshd.userKey))
-        words[key] = "/dev/null"
-        let session = try RemoteSession(ssh: words.map { Array($0.utf8) }, destination: sshd.destination, host: sshd.host)
+        let session = try Self.sessionWithARefusedKey(sshd)
         defer { session.close() }
         let mirror = RemoteMirror(session: session, target: RemoteTarget(user: sshd.user, host: sshd.host, directory: Self.b("/tmp")),
                                   sourceRoot: Self.b("/tmp"))

@@ -321,10 +321,11 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             let every = period.map { " (polled every \(Int(ByteSize.seconds($0).rounded())) s)" } ?? ""
             extra.append((".", "watch limit reached: \(unwatched) directories are not watched\(every); raise it with sysctl fs.inotify.max_user_watches=N"))
         }
+        let since = noteUnreachable(snapshot.unreachable)
         writeStatus(state: current, snapshot: snapshot, extraErrors: extra, force: force,
                     unwatched: (unwatched, period))
         var line = StatusLine.text(state: current, snapshot: snapshot, readySent: status.readySent)
-        if let since = noteUnreachable(snapshot.unreachable) { line = "remote unreachable since \(since), " + line }
+        if let since { line = "remote unreachable since \(since), " + line }
         // After STOPPING=1 (a SIGTERM during the initial sync) no READY=1. A host that
         // cannot be reached does not hold READY back: the agent watches and waits for it.
         if (current == .watching || unreachableSince != nil) && !status.readySent && !stopRequested {
@@ -364,7 +365,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         if let remote = settings.remote {
             withLimits.remote = remote.host
             withLimits.lagSeconds = (snapshot?.lag).map { (ByteSize.seconds($0) * 10).rounded() / 10 } ?? 0
-            if let since = unreachableSince, let at = withLimits.errors.firstIndex(where: { $0.path == "." }) {
+            if let since = unreachableSince, let message = snapshot?.unreachable,
+               let at = withLimits.errors.firstIndex(where: { $0.path == "." && $0.message == message }) {
                 withLimits.errors[at].message = "remote unreachable since \(since): " + withLimits.errors[at].message
             }
         }
