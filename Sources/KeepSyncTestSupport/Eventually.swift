@@ -1,3 +1,4 @@
+import KeepSyncCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -35,4 +36,14 @@ public func eventuallyBlocking(timeout: Duration = .seconds(60), every interval:
         let (seconds, attoseconds) = interval.components
         usleep(UInt32(seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
     }
+}
+
+/// Runs a test's blocking work (ssh, subprocesses) on a thread of its own, not on Swift's
+/// cooperative pool: that pool has one thread per core (two here), and sync tests that
+/// block for seconds starved every async test of a full run (timeouts in AgentTests and
+/// UnreachableMirrorTests while the remote suites ran).
+public func offThePool<T>(_ body: () throws -> T) async throws -> T {
+    let thread = ManagerThread(label: "keepsync.test.blocking")
+    defer { thread.close() }
+    return try await withTaskExecutorPreference(thread) { try body() }
 }

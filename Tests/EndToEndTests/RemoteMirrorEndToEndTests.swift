@@ -80,47 +80,51 @@ struct RemoteMirrorEndToEndTests {
 
     @Test("sync copies a tree with awkward names to the remote, check compares against it, drift made there is reported and repaired",
           .timeLimit(.minutes(3)))
-    func syncAndCheck() throws {
-        let r = try Remote("syncAndCheck")
-        try r.sandbox.buildSmallSource()
-        for (i, name) in Self.awkwardNames.enumerated() { try FS.writeFile(r.sandbox.source / name, "awkward \(i)\n") }
-        try FS.mkdirs(r.sandbox.source / (Self.b("deep/") + [0xFF] + Self.b("/x")))
-        try FS.writeFile(r.sandbox.source / (Self.b("deep/") + [0xFF] + Self.b("/x/leaf")), "leaf")
+    func syncAndCheck() async throws {
+        try await offThePool {
+            let r = try Remote("syncAndCheck")
+            try r.sandbox.buildSmallSource()
+            for (i, name) in Self.awkwardNames.enumerated() { try FS.writeFile(r.sandbox.source / name, "awkward \(i)\n") }
+            try FS.mkdirs(r.sandbox.source / (Self.b("deep/") + [0xFF] + Self.b("/x")))
+            try FS.writeFile(r.sandbox.source / (Self.b("deep/") + [0xFF] + Self.b("/x/leaf")), "leaf")
 
-        let first = try r.run("sync")
-        #expect(first.status == 0, "\(first)")
-        try r.sandbox.expectMirrorEqualsSource()
-        let clean = try r.run("check")
-        #expect(clean.status == 0 && clean.stdoutLines == ["0 differences"], "\(clean)")
+            let first = try r.run("sync")
+            #expect(first.status == 0, "\(first)")
+            try r.sandbox.expectMirrorEqualsSource()
+            let clean = try r.run("check")
+            #expect(clean.status == 0 && clean.stdoutLines == ["0 differences"], "\(clean)")
 
-        // Drift on the remote: a changed file, an extra one, a missing one.
-        try FS.overwrite(r.sandbox.mirror / "top.txt", Self.b("changed there\n"))
-        try FS.writeFile(r.sandbox.mirror / "extra", "not in the source")
-        try FS.unlink(r.sandbox.mirror / Self.awkwardNames[0])
-        let drift = try r.run("check")
-        #expect(drift.status == 1, "\(drift)")
-        #expect(drift.stdoutLines.contains("- extra") && drift.stdoutLines.last == "3 differences"
-                    || drift.stdoutLines.last == "4 differences", "\(drift.stdoutText)")
-        let repair = try r.run("sync")
-        #expect(repair.status == 0, "\(repair)")
-        try r.sandbox.expectMirrorEqualsSource()
-        #expect(try r.run("check").stdoutLines == ["0 differences"])
+            // Drift on the remote: a changed file, an extra one, a missing one.
+            try FS.overwrite(r.sandbox.mirror / "top.txt", Self.b("changed there\n"))
+            try FS.writeFile(r.sandbox.mirror / "extra", "not in the source")
+            try FS.unlink(r.sandbox.mirror / Self.awkwardNames[0])
+            let drift = try r.run("check")
+            #expect(drift.status == 1, "\(drift)")
+            #expect(drift.stdoutLines.contains("- extra") && drift.stdoutLines.last == "3 differences"
+                        || drift.stdoutLines.last == "4 differences", "\(drift.stdoutText)")
+            let repair = try r.run("sync")
+            #expect(repair.status == 0, "\(repair)")
+            try r.sandbox.expectMirrorEqualsSource()
+            #expect(try r.run("check").stdoutLines == ["0 differences"])
 
-        let status = try r.sandbox.keepsync(["status", "--state", r.sandbox.state, "--json"])
-        let json = (try? JSONSerialization.jsonObject(with: Data(status.stdout))) as? [String: Any]
-        #expect(json?["remote"] as? String == "127.0.0.1", "\(status.stdoutText)")
-        #expect(json?["lagSeconds"] != nil, "\(status.stdoutText)")
+            let status = try r.sandbox.keepsync(["status", "--state", r.sandbox.state, "--json"])
+            let json = (try? JSONSerialization.jsonObject(with: Data(status.stdout))) as? [String: Any]
+            #expect(json?["remote"] as? String == "127.0.0.1", "\(status.stdoutText)")
+            #expect(json?["lagSeconds"] != nil, "\(status.stdoutText)")
+        }
     }
 
     @Test("a sync to a host nobody answers on exits 1 naming the host, and writes nothing", .timeLimit(.minutes(2)))
-    func unreachableSyncExitsOne() throws {
-        let r = try Remote("unreachableSyncExitsOne")
-        try r.sandbox.buildSmallSource()
-        r.sshd.stop()
-        let result = try r.run("sync")
-        #expect(result.status == 1, "\(result)")
-        #expect(result.errorLines.count == 1 && result.errorLines[0].contains("127.0.0.1"), "\(result)")
-        #expect(!FS.exists(r.sandbox.mirror))
+    func unreachableSyncExitsOne() async throws {
+        try await offThePool {
+            let r = try Remote("unreachableSyncExitsOne")
+            try r.sandbox.buildSmallSource()
+            r.sshd.stop()
+            let result = try r.run("sync")
+            #expect(result.status == 1, "\(result)")
+            #expect(result.errorLines.count == 1 && result.errorLines[0].contains("127.0.0.1"), "\(result)")
+            #expect(!FS.exists(r.sandbox.mirror))
+        }
     }
 
     @Test("run mirrors live changes; a renamed 1 GiB file and a renamed folder arrive as renames (same remote inodes); deletions follow",

@@ -78,119 +78,125 @@ extension RemoteMirrorTests {
     }
 
     @Test("a full pass reads the remote tree in one round trip: the same ssh commands for 6 directories and for 50; drift on the remote repaired")
-    func fullPassCommandsDoNotGrowWithDirectories() throws {
-        let small = try Self.passes("fullPassCommandsDoNotGrowWithDirectories", directories: 6)
-        let large = try Self.passes("fullPassCommandsDoNotGrowWithDirectories", directories: 50)
-        #expect(small == large, "ssh commands per pass, 6 directories \(small), 50 directories \(large)")
-        // Pass 1: find, one record barrier. Pass 2: find, rsync's version, the pre- and
-        // post-stat, one removal, and per changed directory its stat and its mtime set
-        // (3 directories), one record barrier. Pass 3: find.
-        #expect(large.count == 3 && large[0] <= 2 && large[1] <= 12 && large[2] <= 1, "\(large)")
-        print("RemoteMirrorTests: full passes: ssh commands per pass (records only, drift repaired, nothing to do): "
-              + "6 directories \(small), 50 directories \(large)")
+    func fullPassCommandsDoNotGrowWithDirectories() async throws {
+        try await offThePool {
+            let small = try Self.passes("fullPassCommandsDoNotGrowWithDirectories", directories: 6)
+            let large = try Self.passes("fullPassCommandsDoNotGrowWithDirectories", directories: 50)
+            #expect(small == large, "ssh commands per pass, 6 directories \(small), 50 directories \(large)")
+            // Pass 1: find, one record barrier. Pass 2: find, rsync's version, the pre- and
+            // post-stat, one removal, and per changed directory its stat and its mtime set
+            // (3 directories), one record barrier. Pass 3: find.
+            #expect(large.count == 3 && large[0] <= 2 && large[1] <= 12 && large[2] <= 1, "\(large)")
+            print("RemoteMirrorTests: full passes: ssh commands per pass (records only, drift repaired, nothing to do): "
+                  + "6 directories \(small), 50 directories \(large)")
+        }
     }
 
     @Test("during a pass, list, stat and readLink answer from the listing, and after a change through the mirror as the remote does")
-    func passListingFollowsChanges() throws {
-        let f = try Fixture("passListingFollowsChanges")
-        try LiveFS.makeDirectories(f.remote, "a/sub")
-        try LiveFS.makeDirectories(f.remote, "b/inner")
-        for name in ["a/f1", "a/f2", "a/sub/g", "b/h", "b/inner/i", "x"] { try LiveFS.writeFile(f.rem(Self.b(name)), Self.b(name)) }
-        try LiveFS.symlink(Self.b("a/f1"), at: f.rem(Self.b("link")))
-        try LiveFS.writeFile(f.src(Self.b("x")), Self.b("x, longer in the source"))
-        let posix = try PosixFileSystem(rootPath: f.remote)
-        func key(_ s: FileStat?) -> [String] {
-            guard let s else { return ["absent"] }
-            return ["\(s.kind)", "\(s.mode)", "\(s.size)", "\(s.mtime)", "\(s.ctime)", "\(s.device)", "\(s.inode)", "\(s.links)"]
-        }
-        func sorted(_ e: [DirectoryEntry]) -> [DirectoryEntry] { e.sorted { $0.name.lexicographicallyPrecedes($1.name) } }
-        /// Every directory and entry as the mirror answers it equals what the remote holds.
-        func compareWithRemote() throws -> Int {
-            var compared = 0, stack = [RelativePath.root]
-            #expect(key(try f.mirror.stat(.root)) == key(try posix.stat(.root)))
-            while let d = stack.popLast() {
-                let mine = sorted(try f.mirror.list(d)), theirs = sorted(try posix.list(d))
-                #expect(mine.map(\.name) == theirs.map(\.name), "\(d.escaped)")
-                for (m, t) in zip(mine, theirs) {
-                    let p = d.appending(m.name)
-                    let stat = try f.mirror.stat(p)
-                    #expect(key(m.stat) == key(t.stat) && key(stat) == key(t.stat), "\(p.escaped)")
-                    if t.stat.kind == .directory { stack.append(p) }
-                    if t.stat.kind == .symlink { #expect(try f.mirror.readLink(p) == posix.readLink(p)) }
-                    compared += 1
-                }
+    func passListingFollowsChanges() async throws {
+        try await offThePool {
+            let f = try Fixture("passListingFollowsChanges")
+            try LiveFS.makeDirectories(f.remote, "a/sub")
+            try LiveFS.makeDirectories(f.remote, "b/inner")
+            for name in ["a/f1", "a/f2", "a/sub/g", "b/h", "b/inner/i", "x"] { try LiveFS.writeFile(f.rem(Self.b(name)), Self.b(name)) }
+            try LiveFS.symlink(Self.b("a/f1"), at: f.rem(Self.b("link")))
+            try LiveFS.writeFile(f.src(Self.b("x")), Self.b("x, longer in the source"))
+            let posix = try PosixFileSystem(rootPath: f.remote)
+            func key(_ s: FileStat?) -> [String] {
+                guard let s else { return ["absent"] }
+                return ["\(s.kind)", "\(s.mode)", "\(s.size)", "\(s.mtime)", "\(s.ctime)", "\(s.device)", "\(s.inode)", "\(s.links)"]
             }
-            return compared
+            func sorted(_ e: [DirectoryEntry]) -> [DirectoryEntry] { e.sorted { $0.name.lexicographicallyPrecedes($1.name) } }
+            /// Every directory and entry as the mirror answers it equals what the remote holds.
+            func compareWithRemote() throws -> Int {
+                var compared = 0, stack = [RelativePath.root]
+                #expect(key(try f.mirror.stat(.root)) == key(try posix.stat(.root)))
+                while let d = stack.popLast() {
+                    let mine = sorted(try f.mirror.list(d)), theirs = sorted(try posix.list(d))
+                    #expect(mine.map(\.name) == theirs.map(\.name), "\(d.escaped)")
+                    for (m, t) in zip(mine, theirs) {
+                        let p = d.appending(m.name)
+                        let stat = try f.mirror.stat(p)
+                        #expect(key(m.stat) == key(t.stat) && key(stat) == key(t.stat), "\(p.escaped)")
+                        if t.stat.kind == .directory { stack.append(p) }
+                        if t.stat.kind == .symlink { #expect(try f.mirror.readLink(p) == posix.readLink(p)) }
+                        compared += 1
+                    }
+                }
+                return compared
+            }
+
+            try f.mirror.beginPass()
+            let afterBegin = f.session.commandsRun
+            #expect(afterBegin == 1, "the whole tree in one command")
+            let listed = try compareWithRemote()
+            _ = try f.mirror.statAll([RelativePath("a/f1"), RelativePath("nothing"), RelativePath("a/sub/none")])
+            #expect(f.session.commandsRun == afterBegin, "\(listed) entries listed, stat'ed and read from the listing: no command")
+
+            // Changes through the mirror.
+            try f.mirror.rename(RelativePath("a"), to: RelativePath("c"))
+            try f.mirror.remove(RelativePath("b/h"))
+            try f.mirror.remove(RelativePath("b/inner"))
+            _ = try f.mirror.makeDirectory(RelativePath("n"), mode: 0o750)
+            _ = try f.mirror.makeSymlink(RelativePath("n/l"), target: Self.b("../x"), mtime: Timespec(seconds: 1_600_000_000, nanoseconds: 7))
+            let installed = f.mirror.install([RelativePath("x")], from: f.sourceFS, io: .serial, logger: .silent)
+            if case .success(let copied?) = installed[0].result { #expect(copied.installed.size == 23) } else {
+                Issue.record("install: \(installed[0].result)")
+            }
+            try f.mirror.setAttributes(RelativePath("c/f2"), mode: 0o600, mtime: nil)
+            let afterChanges = f.session.commandsRun
+
+            #expect(try f.mirror.list(RelativePath("c")).map(\.name).sorted { $0.lexicographicallyPrecedes($1) }
+                    == [Self.b("f1"), Self.b("f2"), Self.b("sub")], "the renamed directory, listed at its new path")
+            #expect(try f.mirror.list(RelativePath("c/sub")).map(\.name) == [Self.b("g")])
+            #expect(throws: KeepSyncError.self) { _ = try f.mirror.list(RelativePath("a")) }
+            #expect(try f.mirror.stat(RelativePath("a/f1")) == nil && f.mirror.stat(RelativePath("b/inner/i")) == nil)
+            #expect(try f.mirror.stat(RelativePath("x"))?.size == 23 && f.mirror.stat(RelativePath("c/f2"))?.mode == 0o600)
+            #expect(try f.mirror.readLink(RelativePath("n/l")) == Self.b("../x"))
+            let compared = try compareWithRemote()
+            let asked = f.session.commandsRun - afterChanges
+
+            // What no change touched is still answered from the listing.
+            let untouched = f.session.commandsRun
+            #expect(try f.mirror.readLink(RelativePath("link")) == Self.b("a/f1"))
+            #expect(try f.mirror.stat(RelativePath("link"))?.kind == .symlink)
+            let listing = try #require(f.mirror.passListing)
+            f.mirror.endPass()
+            #expect(f.mirror.passListing == nil)
+            _ = try f.mirror.stat(RelativePath("link"))
+            #expect(f.session.commandsRun == untouched + 1, "the link from the listing; after endPass, from the remote")
+            print("RemoteMirrorTests: pass listing: \(listed) entries from 1 command; after 7 changes \(compared) entries equal "
+                  + "the remote's, \(asked) commands asked the remote; listing \(listing.directories) directories, \(listing.bytes) bytes")
         }
-
-        try f.mirror.beginPass()
-        let afterBegin = f.session.commandsRun
-        #expect(afterBegin == 1, "the whole tree in one command")
-        let listed = try compareWithRemote()
-        _ = try f.mirror.statAll([RelativePath("a/f1"), RelativePath("nothing"), RelativePath("a/sub/none")])
-        #expect(f.session.commandsRun == afterBegin, "\(listed) entries listed, stat'ed and read from the listing: no command")
-
-        // Changes through the mirror.
-        try f.mirror.rename(RelativePath("a"), to: RelativePath("c"))
-        try f.mirror.remove(RelativePath("b/h"))
-        try f.mirror.remove(RelativePath("b/inner"))
-        _ = try f.mirror.makeDirectory(RelativePath("n"), mode: 0o750)
-        _ = try f.mirror.makeSymlink(RelativePath("n/l"), target: Self.b("../x"), mtime: Timespec(seconds: 1_600_000_000, nanoseconds: 7))
-        let installed = f.mirror.install([RelativePath("x")], from: f.sourceFS, io: .serial, logger: .silent)
-        if case .success(let copied?) = installed[0].result { #expect(copied.installed.size == 23) } else {
-            Issue.record("install: \(installed[0].result)")
-        }
-        try f.mirror.setAttributes(RelativePath("c/f2"), mode: 0o600, mtime: nil)
-        let afterChanges = f.session.commandsRun
-
-        #expect(try f.mirror.list(RelativePath("c")).map(\.name).sorted { $0.lexicographicallyPrecedes($1) }
-                == [Self.b("f1"), Self.b("f2"), Self.b("sub")], "the renamed directory, listed at its new path")
-        #expect(try f.mirror.list(RelativePath("c/sub")).map(\.name) == [Self.b("g")])
-        #expect(throws: KeepSyncError.self) { _ = try f.mirror.list(RelativePath("a")) }
-        #expect(try f.mirror.stat(RelativePath("a/f1")) == nil && f.mirror.stat(RelativePath("b/inner/i")) == nil)
-        #expect(try f.mirror.stat(RelativePath("x"))?.size == 23 && f.mirror.stat(RelativePath("c/f2"))?.mode == 0o600)
-        #expect(try f.mirror.readLink(RelativePath("n/l")) == Self.b("../x"))
-        let compared = try compareWithRemote()
-        let asked = f.session.commandsRun - afterChanges
-
-        // What no change touched is still answered from the listing.
-        let untouched = f.session.commandsRun
-        #expect(try f.mirror.readLink(RelativePath("link")) == Self.b("a/f1"))
-        #expect(try f.mirror.stat(RelativePath("link"))?.kind == .symlink)
-        let listing = try #require(f.mirror.passListing)
-        f.mirror.endPass()
-        #expect(f.mirror.passListing == nil)
-        _ = try f.mirror.stat(RelativePath("link"))
-        #expect(f.session.commandsRun == untouched + 1, "the link from the listing; after endPass, from the remote")
-        print("RemoteMirrorTests: pass listing: \(listed) entries from 1 command; after 7 changes \(compared) entries equal "
-              + "the remote's, \(asked) commands asked the remote; listing \(listing.directories) directories, \(listing.bytes) bytes")
     }
 
     @Test("check compares against a RemoteTreeSnapshot in one ssh command, with the output of a check of the same directory on disk")
-    func checkOverASnapshot() throws {
-        let f = try Fixture("checkOverASnapshot")
-        try Self.buildTree(f.source, directories: 4)
-        try LiveFS.symlink(Self.b("d00/f0"), at: f.src(Self.b("link")))
-        try Self.copyTree(f.source, f.remote)
-        try LiveFS.writeFile(f.rem(Self.b("d00/f0")), Self.b("changed"))
-        try LiveFS.writeFile(f.rem(Self.b("d01/s/extra")), Self.b("extra"))
-        try LiveFS.unlink(f.rem(Self.b("d01/f1")))
-        try LiveFS.unlink(f.rem(Self.b("link")))
-        try LiveFS.symlink(Self.b("elsewhere"), at: f.rem(Self.b("link")))
-        func check(_ mirror: any FileSystemProviding) throws -> (ExitCode, String) {
-            var out = ""
-            let code = try CheckCommand(source: f.sourceFS, mirror: mirror, options: SyncOptions(), io: .serial)
-                .run(output: { out += $0 }, errors: { out += $0 })
-            return (code, out)
+    func checkOverASnapshot() async throws {
+        try await offThePool {
+            let f = try Fixture("checkOverASnapshot")
+            try Self.buildTree(f.source, directories: 4)
+            try LiveFS.symlink(Self.b("d00/f0"), at: f.src(Self.b("link")))
+            try Self.copyTree(f.source, f.remote)
+            try LiveFS.writeFile(f.rem(Self.b("d00/f0")), Self.b("changed"))
+            try LiveFS.writeFile(f.rem(Self.b("d01/s/extra")), Self.b("extra"))
+            try LiveFS.unlink(f.rem(Self.b("d01/f1")))
+            try LiveFS.unlink(f.rem(Self.b("link")))
+            try LiveFS.symlink(Self.b("elsewhere"), at: f.rem(Self.b("link")))
+            func check(_ mirror: any FileSystemProviding) throws -> (ExitCode, String) {
+                var out = ""
+                let code = try CheckCommand(source: f.sourceFS, mirror: mirror, options: SyncOptions(), io: .serial)
+                    .run(output: { out += $0 }, errors: { out += $0 })
+                return (code, out)
+            }
+            let snapshot = try f.mirror.snapshot()
+            let remote = try check(snapshot)
+            #expect(f.session.commandsRun == 1, "one find, no command per directory")
+            let local = try check(PosixFileSystem(rootPath: f.remote))
+            #expect(remote.0 == .failure && remote.1 == local.1, "remote:\n\(remote.1)\nlocal:\n\(local.1)")
+            // Four differences, and the three directories whose mtimes they changed.
+            #expect(remote.1.split(separator: "\n").dropLast() == ["~ .", "~ d00/f0", "~ d01", "+ d01/f1", "~ d01/s", "- d01/s/extra", "~ link"],
+                    "\(remote.1)")
+            print("RemoteMirrorTests: check over a snapshot of \(snapshot.count) entries in \(f.session.commandsRun) ssh command:\n\(remote.1)")
         }
-        let snapshot = try f.mirror.snapshot()
-        let remote = try check(snapshot)
-        #expect(f.session.commandsRun == 1, "one find, no command per directory")
-        let local = try check(PosixFileSystem(rootPath: f.remote))
-        #expect(remote.0 == .failure && remote.1 == local.1, "remote:\n\(remote.1)\nlocal:\n\(local.1)")
-        // Four differences, and the three directories whose mtimes they changed.
-        #expect(remote.1.split(separator: "\n").dropLast() == ["~ .", "~ d00/f0", "~ d01", "+ d01/f1", "~ d01/s", "- d01/s/extra", "~ link"],
-                "\(remote.1)")
-        print("RemoteMirrorTests: check over a snapshot of \(snapshot.count) entries in \(f.session.commandsRun) ssh command:\n\(remote.1)")
     }
 }
