@@ -248,7 +248,9 @@ struct AgentTests {
         h.host.store.setLengths(log: 2 << 20, snapshot: 1 << 20)
         try await h.until("a compaction") { h.host.store.compactions == before + 1 }
         // The log stays long (the fake compaction changes no size): not asked again for 30 s.
-        try await h.until("29 s later", step: .milliseconds(500)) { lower.duration(to: h.clock.now) >= .seconds(29) }
+        // In whole seconds (the earlier waits moved the clock by quarters of one, so this
+        // stops short of 30 s): each step costs real time in a loaded full run.
+        try await h.until("29 s later", step: .seconds(1), timeout: .seconds(240)) { lower.duration(to: h.clock.now) >= .seconds(29) }
         #expect(h.host.store.compactions == before + 1)
         try await h.until("asked again after 30 s") { h.host.store.compactions == before + 2 }
         #expect(lower.duration(to: h.clock.now) >= .seconds(30))
