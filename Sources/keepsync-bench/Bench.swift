@@ -11,6 +11,8 @@ final class Bench {
     let cold: Bool
     var rng: TreeBuilder.Rng
     var failures: [String] = []
+    /// The main tree once built (`mainTree`): its path and bytes.
+    private var builtMainTree: ([UInt8], Int)?
 
     init(options: BenchOptions, work: [UInt8], keepsync: [UInt8]) {
         self.options = options
@@ -59,12 +61,20 @@ final class Bench {
 
     // MARK: Initial copy and no-op rerun
 
-    func copyMeasures() throws -> [Row] {
+    /// The main tree, built on first use (copy and remote copy share it), and its bytes.
+    func mainTree() throws -> ([UInt8], Int) {
+        if let builtMainTree { return builtMainTree }
         let source = path("tree")
         var builder = TreeBuilder(seed: options.seed)
         let started = Clock.now()
         let bytes = try builder.buildMain(source, files: options.files)
         log("tree: \(options.files) files, \(bytes >> 20) MiB, built in \(Unit.seconds.format(Clock.now() - started))")
+        builtMainTree = (source, bytes)
+        return (source, bytes)
+    }
+
+    func copyMeasures() throws -> [Row] {
+        let (source, bytes) = try mainTree()
         var k = Samples(), c = Samples(), r = Samples()
         var nk = Samples(), nr = Samples(), kRSS = Samples(), rRSS = Samples()
         for rep in 0..<options.repetitions {
@@ -162,13 +172,14 @@ final class Bench {
     // MARK: Agents
 
     /// A running `keepsync run` that said READY=1, and the seconds it took; `wrapper` runs
-    /// it (a command that ends by exec'ing its arguments, keeping the pid).
+    /// it (a command that ends by exec'ing its arguments, keeping the pid); `extra` are
+    /// more options (`--ssh` for a remote mirror).
     func startKeepsync(source: [UInt8], mirror: [UInt8], state: [UInt8], name: String,
-                       wrapper: [[UInt8]] = []) throws -> (Spawn, Double) {
+                       wrapper: [[UInt8]] = [], extra: [[UInt8]] = []) throws -> (Spawn, Double) {
         let socket = try NotifySocket(path("\(name).notify"))
         let start = Clock.now()
         let child = try Spawn(wrapper + [keepsync, b("run"), b("--source"), source, b("--mirror"), mirror, b("--state"), state,
-                               b("--log-level"), b("warning")],
+                               b("--log-level"), b("warning")] + extra,
                               extra: ["NOTIFY_SOCKET": Paths.display(socket.path)], output: path("\(name).log"))
         guard let ready = socket.waitReady(timeout: 600, alive: { child.poll() == nil }) else {
             child.stop()
@@ -178,15 +189,18 @@ final class Bench {
     }
 
     /// A running lsyncd (delay 0, default.rsync) whose startup sync is done, and the
-    /// seconds from its start until that sync was.
-    func startLsyncd(source: [UInt8], mirror: [UInt8], name: String) throws -> (Spawn, Double) {
+    /// seconds from its start until that sync was. With `remote`: default.rsyncssh to
+    /// `mirror` through that sshd (rsync and its ssh commands run `remote.sshWords`).
+    func startLsyncd(source: [UInt8], mirror: [UInt8], name: String, remote: BenchSSHD? = nil) throws -> (Spawn, Double) {
         guard let lsyncd else { throw BenchError("lsyncd is not installed") }
         let config = path("\(name).lua")
         let marker = "lsyncd-started-\(rng.next())"
         try Paths.write(Paths.join(source, marker), Array("marker\n".utf8))
+        let local = "sync { default.rsync, source = \"\(Paths.display(source))/\", target = \"\(Paths.display(mirror))/\", delay = 0 }"
+        let syncBlock = remote.map { lsyncdRemoteSync(source: source, mirror: mirror, remote: $0) } ?? local
         let text = """
             settings { nodaemon = true, logfile = "\(Paths.display(path("\(name).log")))", insist = true }
-            sync { default.rsync, source = "\(Paths.display(source))/", target = "\(Paths.display(mirror))/", delay = 0 }
+            \(syncBlock)
 
             """
         try Paths.write(config, Array(text.utf8))
@@ -208,5 +222,20 @@ final class Bench {
         let gone = Clock.now() + 30
         while Paths.exists(Paths.join(mirror, marker)) && Clock.now() < gone { usleep(10_000) }
         return (child, ready)
+    }
+
+    /// lsyncd's default.rsyncssh to `remote`: rsync's `--rsh` and the ssh of its moves
+    /// and deletes get the same words as keepsync's `--ssh` (`ssh._extra`, not the
+    /// `ssh.options` table, which would leave `-F /dev/null` out); lsyncd's defaults
+    /// otherwise (no multiplexing: a connection per command, as lsyncd does).
+    func lsyncdRemoteSync(source: [UInt8], mirror: [UInt8], remote: BenchSSHD) -> String {
+        let words = remote.sshWords
+        let extra = words.dropFirst().map { "\"\($0)\"" }.joined(separator: ", ")
+        return """
+            sync { default.rsyncssh, source = "\(Paths.display(source))/", host = "\(remote.destination)",
+                   targetdir = "\(Paths.display(mirror))/", delay = 0,
+                   rsync = { rsh = "\(remote.sshCommand)" },
+                   ssh = { binary = "\(words[0])", _extra = { \(extra) } } }
+            """
     }
 }

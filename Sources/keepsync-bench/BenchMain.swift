@@ -42,6 +42,7 @@ enum BenchMain {
         phase("latency") { try bench.latencyMeasures() }
         phase("burst") { try bench.burstMeasures() }
         phase("watch") { try bench.watchMeasures() }
+        phase("remote") { try bench.remoteMeasures() }
         phase("scale") { try bench.scaleMeasures() }
 
         FileHandleOut.line("")

@@ -23,10 +23,13 @@ struct BenchOptions {
     /// The keepsync binary (default: next to this one).
     var keepsync: [UInt8]?
     var seed: UInt64 = 20_261_203
-    /// Measures to run (all when empty): copy, noop, latency, burst, watch.
+    /// Measures to run (all when empty): copy, small, latency, burst, watch, remote.
     var only: Set<String> = []
     /// Keep the work directory afterwards.
     var keep = false
+    /// Remote rows: let the login shell of sshd's sessions read ~/.bashrc (by default the
+    /// loopback sshd sets SHLVL=1, which makes bash skip it).
+    var remoteBashrc = false
     /// --scale: only the big-tree measures (issue 17), run by hand.
     var scale = false
     /// Files and leaf directories of the --scale tree.
@@ -46,13 +49,20 @@ struct BenchOptions {
 
     static let usage = """
         usage: keepsync-bench [--quick] [--reps N] [--files N] [--work DIR] [--keepsync PATH]
-                              [--seed N] [--only copy,small,latency,burst,watch] [--keep]
+                              [--seed N] [--only copy,small,latency,burst,watch,remote] [--keep]
+                              [--remote-bashrc]
                keepsync-bench --scale [--scale-files N] [--scale-dirs N] [--scale-writes N]
                               [--scale-quiet SECONDS] [--scale-watch-limit N]
                               [--scale-lsyncd-watches N] [--reps N] [--work DIR] [--keep]
 
         Measures keepsync against cp -a, rsync -a and lsyncd in the same run, tools
         interleaved in every repetition, and prints medians [min-max] and ratios of medians.
+
+        remote: keepsync --mirror USER@127.0.0.1:DIR against rsync -a --fsync -e SSH and
+        lsyncd's default.rsyncssh through a loopback sshd the bench starts (its keys and
+        config in the work directory; needs sshd, ssh, ssh-keygen and rsync, else the rows
+        say why they were skipped). Its sessions get SHLVL=1 (sshd SetEnv), so a bash login
+        shell skips ~/.bashrc, for both tools; --remote-bashrc leaves that out.
 
         --scale measures only a tree of 1,000,000 files of 0-4 KiB in 200,000 directories
         (more than the default inotify watch limit): initial copy, no-op rerun, run until
@@ -92,6 +102,7 @@ struct BenchOptions {
             case "--seed": o.seed = UInt64(number(a))
             case "--only": o.only = Set(value(a).split(separator: ",").map(String.init))
             case "--keep": o.keep = true
+            case "--remote-bashrc": o.remoteBashrc = true
             case "--scale": o.scale = true
             case "--scale-files": o.scaleFiles = number(a)
             case "--scale-dirs": o.scaleDirectories = number(a)

@@ -19,11 +19,32 @@ extension Bench {
             do { lsyncdAgent = try startLsyncd(source: lSource, mirror: lMirror, name: "latency-lsyncd").0 } catch { log("\(error)") }
         }
         defer { lsyncdAgent?.stop() }
+        let (k, l) = try latencySamples(keepsyncTree: (kSource, kMirror), lsyncdTree: lsyncdAgent == nil ? nil : (lSource, lMirror),
+                                        writes: options.latencyWrites, slow: 0.02)
+        let n = options.latencyWrites
+        return [
+            Row(measure: "latency p50, \(n) x 4 KiB", unit: .milliseconds, tools: [("keepsync", k.percentile(0.5)), ("lsyncd", l.percentile(0.5))],
+                targets: [("lsyncd", nil)], absolute: 0.002),
+            Row(measure: "latency p90", unit: .milliseconds, tools: [("keepsync", k.percentile(0.9)), ("lsyncd", l.percentile(0.9))],
+                targets: [("lsyncd", nil)]),
+            Row(measure: "latency p99", unit: .milliseconds, tools: [("keepsync", k.percentile(0.99)), ("lsyncd", l.percentile(0.99))],
+                targets: [("lsyncd", nil)], absolute: 0.008),
+            Row(measure: "latency max", unit: .milliseconds, tools: [("keepsync", k.percentile(1)), ("lsyncd", l.percentile(1))],
+                targets: [("lsyncd", nil)]),
+        ]
+    }
+
+    /// `writes` 4 KiB write-closes alternating between keepsync's (source, mirror) and lsyncd's (nil:
+    /// keepsync alone): seconds from each close until the complete file is in that tool's
+    /// mirror. Writes slower than `slow` are logged.
+    func latencySamples(keepsyncTree: ([UInt8], [UInt8]), lsyncdTree: ([UInt8], [UInt8])?, writes: Int, slow: Double) throws -> (Samples, Samples) {
+        let (kSource, kMirror) = keepsyncTree
+        let (lSource, lMirror) = lsyncdTree ?? ([], [])
         let kWatch = try MirrorWatch([kMirror])
-        let lWatch = lsyncdAgent == nil ? nil : try MirrorWatch([lMirror])
+        let lWatch = lsyncdTree == nil ? nil : try MirrorWatch([lMirror])
         var k = Samples(), l = Samples()
         var content = [UInt8](repeating: 0, count: 4096)
-        for i in 0..<options.latencyWrites {
+        for i in 0..<writes {
             for (tool, source, mirror, watch) in [("keepsync", kSource, kMirror, Optional(kWatch)), ("lsyncd", lSource, lMirror, lWatch)] {
                 guard let watch else { continue }
                 content.withUnsafeMutableBytes { raw in
@@ -37,7 +58,7 @@ extension Bench {
                     let got = Machine.readBytes(Paths.join(mirror, name))
                     if got == content {
                         samples.values.append(arrived - closed)
-                        if arrived - closed > 0.02 { log("\(tool): write \(i + 1) took \(Unit.milliseconds.format(arrived - closed))") }
+                        if arrived - closed > slow { log("\(tool): write \(i + 1) took \(Unit.milliseconds.format(arrived - closed))") }
                     } else {
                         let line = "\(tool): w\(i).dat arrived incomplete (\(got?.count ?? 0) bytes)"
                         samples.failures.append(line)
@@ -53,42 +74,36 @@ extension Bench {
             }
         }
         log("latency: \(k.values.count) keepsync, \(l.values.count) lsyncd samples")
-        let n = options.latencyWrites
-        return [
-            Row(measure: "latency p50, \(n) x 4 KiB", unit: .milliseconds, tools: [("keepsync", k.percentile(0.5)), ("lsyncd", l.percentile(0.5))],
-                targets: [("lsyncd", nil)], absolute: 0.002),
-            Row(measure: "latency p90", unit: .milliseconds, tools: [("keepsync", k.percentile(0.9)), ("lsyncd", l.percentile(0.9))],
-                targets: [("lsyncd", nil)]),
-            Row(measure: "latency p99", unit: .milliseconds, tools: [("keepsync", k.percentile(0.99)), ("lsyncd", l.percentile(0.99))],
-                targets: [("lsyncd", nil)], absolute: 0.008),
-            Row(measure: "latency max", unit: .milliseconds, tools: [("keepsync", k.percentile(1)), ("lsyncd", l.percentile(1))],
-                targets: [("lsyncd", nil)]),
-        ]
+        return (k, l)
     }
 
     // MARK: Burst
 
     /// `burstFiles` files written at once (three quarters in new directories) into a
     /// watched tree: seconds from the last close until the mirror holds every file.
-    func burstMeasures() throws -> [Row] {
+    /// `remote`: both tools mirror through that sshd (keepsync `--ssh`, lsyncd rsyncssh).
+    func burstMeasures(remote: BenchSSHD? = nil) throws -> [Row] {
+        let prefix = remote == nil ? "burst" : "remote-burst"
         var k = Samples(), l = Samples(), km = Samples(), lm = Samples()
         var directoryNotes: [String] = []
         let reps = options.quick ? 1 : 2
         for rep in 0..<reps {
             for tool in ["keepsync", "lsyncd"] {
                 if tool == "lsyncd" && lsyncd == nil { continue }
-                let source = path("burst-\(tool)-\(rep)-src"), mirror = path("burst-\(tool)-\(rep)-mirror")
+                let source = path("\(prefix)-\(tool)-\(rep)-src"), mirror = path("\(prefix)-\(tool)-\(rep)-mirror")
                 for d in 0..<50 {
                     try Paths.mkdirs(Paths.join(source, "old\(d)"))
                     for f in 0..<10 { try Paths.write(Paths.join(source, "old\(d)/e\(f)"), Array("existing \(d)/\(f)\n".utf8)) }
                 }
                 let agent: Spawn
                 do {
+                    let name = "\(prefix)-\(tool)-\(rep)"
                     agent = tool == "keepsync"
-                        ? try startKeepsync(source: source, mirror: mirror, state: path("burst-\(tool)-\(rep)-state"), name: "burst-\(tool)-\(rep)").0
-                        : try startLsyncd(source: source, mirror: mirror, name: "burst-\(tool)-\(rep)").0
+                        ? try startKeepsync(source: source, mirror: remote.map { remoteMirror($0, mirror) } ?? mirror,
+                                            state: path("\(name)-state"), name: name, extra: remote.map(sshOptions) ?? []).0
+                        : try startLsyncd(source: source, mirror: mirror, name: name, remote: remote).0
                 } catch {
-                    failures.append("\(tool) burst: \(error)")
+                    failures.append("\(tool) \(prefix): \(error)")
                     continue
                 }
                 defer { agent.stop() }
@@ -139,28 +154,35 @@ extension Bench {
                     }
                     // Directory mtimes are checked apart: lsyncd (rsync per file) leaves them behind.
                     let times = TreeVerifier.differences(source, mirror, limit: 1_000_000).count
-                    if times > 0 { directoryNotes.append("\(tool) burst \(rep + 1): \(times) directory mtimes differ") }
+                    if times > 0 { directoryNotes.append("\(tool) \(prefix) \(rep + 1): \(times) directory mtimes differ") }
                     if settled {
                         samples.values.append(arrived - last)
                     } else {
-                        let line = "\(tool) burst \(rep + 1): every file arrived but the mirror differs: \(diff.prefix(3).joined(separator: "; "))"
+                        let line = "\(tool) \(prefix) \(rep + 1): every file arrived but the mirror differs: \(diff.prefix(3).joined(separator: "; "))"
                         samples.failures.append(line)
                         failures.append(line)
                     }
                 } else {
-                    let line = "\(tool) burst \(rep + 1): \(missing.count) files missing after 120 s"
+                    let line = "\(tool) \(prefix) \(rep + 1): \(missing.count) files missing after 120 s"
                     samples.failures.append(line)
                     failures.append(line)
                 }
-                log("burst \(rep + 1)/\(reps) \(tool): \(samples.values.last.map { Unit.seconds.format($0) } ?? "-"), \(missing.count) missing")
+                log("\(prefix) \(rep + 1)/\(reps) \(tool): \(samples.values.last.map { Unit.seconds.format($0) } ?? "-"), \(missing.count) missing")
                 if tool == "keepsync" { k = samples; km = counted } else { l = samples; lm = counted }
             }
+        }
+        let note = directoryNotes.isEmpty ? "" : directoryNotes.joined(separator: "; ")
+        if remote != nil {
+            return [
+                Row(measure: "remote burst of \(options.burstFiles / 1000)k files, to converged", unit: .seconds,
+                    tools: [("keepsync", k), ("lsyncd", l)], targets: [("lsyncd", 0.5)]),
+                Row(measure: "remote burst: files missing", unit: .count, tools: [("keepsync", km), ("lsyncd", lm)], absolute: 0, note: note),
+            ]
         }
         return [
             Row(measure: "burst of \(options.burstFiles / 1000)k files, to converged", unit: .seconds,
                 tools: [("keepsync", k), ("lsyncd", l)], targets: [("lsyncd", nil)], absolute: 1.5),
-            Row(measure: "burst: files missing", unit: .count, tools: [("keepsync", km), ("lsyncd", lm)], absolute: 0,
-                note: directoryNotes.isEmpty ? "" : directoryNotes.joined(separator: "; ")),
+            Row(measure: "burst: files missing", unit: .count, tools: [("keepsync", km), ("lsyncd", lm)], absolute: 0, note: note),
         ]
     }
 }

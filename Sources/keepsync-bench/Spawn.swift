@@ -5,8 +5,9 @@ final class Spawn {
     let pid: pid_t
     private(set) var status: Int32?
 
-    /// Starts `argv` with this process's environment plus `extra`.
-    init(_ argv: [[UInt8]], extra: [String: String] = [:], output: [UInt8]? = nil) throws {
+    /// Starts `argv` with this process's environment plus `extra`; `group`: in a new
+    /// process group (its pid), so `kill(-pid, …)` reaches what it forks.
+    init(_ argv: [[UInt8]], extra: [String: String] = [:], output: [UInt8]? = nil, group: Bool = false) throws {
         var env: [[UInt8]] = []
         var i = 0
         while let p = environ[i] {
@@ -29,8 +30,15 @@ final class Spawn {
         let out = output ?? Array("/dev/null".utf8)
         Paths.with(out) { _ = posix_spawn_file_actions_addopen(&actions, 1, $0, O_WRONLY | O_CREAT | O_APPEND, 0o644) }
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        if group {
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+            posix_spawnattr_setpgroup(&attributes, 0)
+        }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, cArgs[0]!, &actions, nil, cArgs, cEnv)
+        let rc = posix_spawn(&pid, cArgs[0]!, &actions, &attributes, cArgs, cEnv)
         guard rc == 0 else { throw BenchError("cannot start \(Paths.display(argv[0])): \(String(cString: strerror(rc)))") }
         self.pid = pid
     }
