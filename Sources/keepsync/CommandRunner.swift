@@ -72,7 +72,10 @@ struct CommandRunner: Sendable {
     func sync(_ settings: Settings, foreground: Bool) throws -> ExitCode {
         let progress = TerminalProgress(enabled: foreground)
         let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
-        return try SyncCommand(settings: settings, host: try LinuxAgentHost(settings: settings), statusWriter: StatusFileWriter(stateDirectory: settings.state),
+        let host = try LinuxAgentHost(settings: settings)
+        // The ssh master and its socket directory go with the command, not with the process.
+        defer { host.remote?.session.close() }
+        return try SyncCommand(settings: settings, host: host, statusWriter: StatusFileWriter(stateDirectory: settings.state),
                                progress: progress, clock: ContinuousClock(), logger: logger).run()
     }
 
@@ -83,7 +86,9 @@ struct CommandRunner: Sendable {
         let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
         let runner = self
         let invocation = settings.invocation
-        let agent = Agent(settings: settings, host: try LinuxAgentHost(settings: settings), notifier: SystemdNotifier(environment: environment),
+        let host = try LinuxAgentHost(settings: settings)
+        defer { host.remote?.session.close() }
+        let agent = Agent(settings: settings, host: host, notifier: SystemdNotifier(environment: environment),
                           statusWriter: StatusFileWriter(stateDirectory: settings.state), progress: progress,
                           clock: ContinuousClock(), logger: logger, reload: { try runner.settings(invocation) })
         let (signals, signalSource) = SignalSource.stream()
@@ -108,6 +113,7 @@ struct CommandRunner: Sendable {
         }
         let sourceTree = try PosixFileSystem(rootPath: settings.source)
         let host = try LinuxAgentHost(settings: settings)
+        defer { host.remote?.session.close() }
         let mirrorTree: any FileSystemProviding
         if let remote = host.remote {
             // The whole remote tree in one listing.
