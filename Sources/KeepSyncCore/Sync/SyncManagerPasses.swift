@@ -31,7 +31,8 @@ extension SyncManager {
     public func processDue() {
         let start = now
         if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
-        if unreachable != nil { return holdWhileUnreachable() }
+        // While the host is away changes wait (`enqueue` bounds them); only the probe runs.
+        if unreachable != nil { return onChange?() ?? () }
         if let since = hardLinks.since, since + timing.maxDelay <= start { queueOtherLinks() }
         for path in retries.takeDue(now: start) { pending.addIfAbsent(path, at: start) }
         let verify = !fullResyncRequested && verifyAt.map { $0 <= start } == true
@@ -174,10 +175,6 @@ extension SyncManager {
 
     /// 1 s doubling to 60 s.
     var hostBackoff: Duration { .seconds(min(60, 1 << min(6, mirrorFailures))) }
-
-    /// While the host cannot be reached, changes wait (`enqueue` bounds them); only the
-    /// probe runs.
-    func holdWhileUnreachable() { onChange?() }
 
     func probeMirror(now: Duration) {
         do { try mirror.probe() } catch {
