@@ -47,3 +47,10 @@ public func offThePool<T>(_ body: () throws -> T) async throws -> T {
     defer { thread.close() }
     return try await withTaskExecutorPreference(thread) { try body() }
 }
+
+/// `offThePool` for async work: what it runs between its awaits stays on a thread of its own.
+public func offThePool<T>(_ body: () async throws -> T) async throws -> T {
+    let thread = ManagerThread(label: "keepsync.test.blocking")
+    defer { thread.close() }
+    return try await withTaskExecutorPreference(thread) { try await body() }
+}

@@ -199,4 +199,84 @@ extension RemoteMirrorTests {
             print("RemoteMirrorTests: check over a snapshot of \(snapshot.count) entries in \(f.session.commandsRun) ssh command:\n\(remote.1)")
         }
     }
+
+    @Test("a round's read-ahead answers stat and list as the remote does in one ssh command; below a symlink, the remote is asked and refuses")
+    func readAheadAnswersAsTheRemote() async throws {
+        try await offThePool {
+            let f = try Fixture("readAheadAnswersAsTheRemote")
+            try LiveFS.makeDirectories(f.remote, "a/sub/deeper")
+            for name in ["a/f", "a/sub/g", "a/sub/deeper/h", "x"] { try LiveFS.writeFile(f.rem(Self.b(name)), Self.b(name)) }
+            try LiveFS.writeFile(f.outside + Self.b("/evil"), Self.b("outside"))
+            try LiveFS.symlink(f.outside, at: f.rem(Self.b("link")))
+            let posix = try PosixFileSystem(rootPath: f.remote)
+            func same(_ path: String) throws -> Bool {
+                let p = path == "." ? RelativePath.root : RelativePath(path)
+                let mine = try f.mirror.stat(p), theirs = try posix.stat(p)
+                return mine?.inode == theirs?.inode && mine?.mtime == theirs?.mtime && mine?.kind == theirs?.kind
+            }
+            try f.mirror.beginReads(trees: [RelativePath("a/sub"), RelativePath("new/deep/file"), RelativePath("link/evil")],
+                                stats: [RelativePath("x")])
+            #expect(f.session.commandsRun == 1, "one find for every path")
+            for path in [".", "a", "a/sub", "a/sub/g", "a/sub/deeper", "a/sub/deeper/h", "a/sub/none", "x", "new", "new/deep/file", "link"] {
+                #expect(try same(path), "\(path)")
+            }
+            let names = try f.mirror.list(RelativePath("a/sub")).map { String(decoding: $0.name, as: UTF8.self) }.sorted()
+            #expect(names == ["deeper", "g"])
+            #expect(f.session.commandsRun == 1, "stat and list answered from the read-ahead")
+            #expect(throws: KeepSyncError.self, "below a symlink: refused by the remote") { try f.mirror.stat(RelativePath("link/evil")) }
+            #expect(f.session.commandsRun == 2, "what lies below a symlink is asked of the remote")
+            try f.mirror.rename(RelativePath("a/sub"), to: RelativePath("a/moved"))
+            let afterRename = f.session.commandsRun
+            #expect(try f.mirror.stat(RelativePath("a/sub/g")) == nil && same("a/moved/g"))
+            #expect(f.session.commandsRun > afterRename, "after a rename through the mirror, the remote is asked")
+            f.mirror.endReads()
+            #expect(f.mirror.readAheadCount == nil)
+        }
+    }
+
+    /// A round of live changes through a SyncManager over the fixture's mirror: `files` new
+    /// files in four mirrored directories and three in a new `new/deep` (events for the files
+    /// only, as when the directory events were missed), after an initial full pass. The ssh
+    /// commands of the round (records drained) and its rsync runs; the trees equal after.
+    static func liveRound(_ test: String, files: Int) async throws -> (commands: Int, rsyncRuns: Int) {
+        let f = try Fixture(test)
+        for d in 0..<4 { try LiveFS.makeDirectories(f.source, "d\(d)") }
+        let clock = ManualClock()
+        let engine = SyncEngine(source: f.sourceFS, mirror: f.mirror, store: InMemoryStore(), records: RecordSet(),
+                                options: SyncOptions())
+        let manager = SyncManager(engine: engine, source: f.sourceFS, mirror: f.mirror, clock: clock, timing: .init(),
+                                  executor: .inline)
+        await manager.fullResync()
+        await manager.waitForCopies()
+        await manager.drainRecords()
+        var written: [RelativePath] = (0..<files).map { RelativePath("d\($0 % 4)/file\($0)") }
+        try LiveFS.makeDirectories(f.source, "new/deep")
+        written += ["new/a", "new/b", "new/deep/c"].map { RelativePath($0) }
+        for path in written { try LiveFS.writeFile(f.src(path.bytes), Self.b("content of \(path.escaped)")) }
+        let before = f.session.commandsRun, rsyncBefore = f.session.rsyncRuns
+        for path in written { await manager.receive(.closedAfterWrite(path)) }
+        clock.advance(by: .milliseconds(100))
+        await manager.processDue()
+        await manager.waitForCopies()
+        await manager.drainRecords()
+        let commands = f.session.commandsRun - before, rsyncRuns = f.session.rsyncRuns - rsyncBefore
+        let differences = try LiveTree.take(f.source, content: true).differences(to: LiveTree.take(f.remote, content: true),
+                                                                                  directoryTimes: true)
+        #expect(differences.isEmpty, "\(files) files: \(differences)")
+        await manager.stop()
+        return (commands, rsyncRuns)
+    }
+
+    @Test("a round of live changes reads the remote in a few round trips: about the same ssh commands for 20 new files and for 200")
+    func liveRoundCommandsDoNotGrowWithFiles() async throws {
+        let (small, large) = try await offThePool {
+            (try await Self.liveRound("liveRoundCommandsDoNotGrowWithFiles", files: 20),
+             try await Self.liveRound("liveRoundCommandsDoNotGrowWithFiles", files: 200))
+        }
+        // Both rounds send their files in one rsync run (a group holds up to 256).
+        #expect(small.rsyncRuns == large.rsyncRuns, "rsync runs: 20 files \(small.rsyncRuns), 200 files \(large.rsyncRuns)")
+        #expect(large.commands <= small.commands + 2, "ssh commands: 20 files \(small.commands), 200 files \(large.commands)")
+        print("RemoteMirrorTests: a live round: ssh commands (rsync runs) for 20 new files \(small.commands) (\(small.rsyncRuns)), "
+              + "for 200 \(large.commands) (\(large.rsyncRuns))")
+    }
 }

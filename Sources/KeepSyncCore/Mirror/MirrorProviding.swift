@@ -14,7 +14,8 @@
 /// (`--fsync`, then a remote barrier), and the entry calls to NUL-separated lists over
 /// the same ssh connection; it keeps its own temp names and says 0 for an inode it
 /// cannot see. A full pass brackets its work in `beginPass` and `endPass`, so that a
-/// remote mirror reads its whole tree in one round trip, not one per directory.
+/// remote mirror reads its whole tree in one round trip, not one per directory; a round
+/// of live changes in `beginReads` and `endReads`, for one round trip, not a few per path.
 public protocol MirrorProviding: FileSystemProviding {
     /// Creates a directory (its mode and mtime are set later by `setAttributes`).
     func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat
@@ -59,6 +60,16 @@ public protocol MirrorProviding: FileSystemProviding {
     func beginPass() throws
     /// The full pass ended: what `beginPass` kept is dropped.
     func endPass()
+
+    /// A round of live changes begins: `trees` are about to be scanned (with what is below
+    /// them, and their ancestors stat'ed), `stats` stat'ed. The mirror may read all that
+    /// now (a remote mirror: one round trip instead of a few per path) and answer from it
+    /// until `endReads`, never with what a change made through it since made stale. A
+    /// hint: when that read fails, the reads ask as they go; throws only when the
+    /// mirror cannot be reached (`.unreachable`), which every read would meet too.
+    func beginReads(trees: [RelativePath], stats: [RelativePath]) throws
+    /// The round ended: what `beginReads` kept is dropped.
+    func endReads()
 }
 
 extension MirrorProviding {
@@ -66,4 +77,8 @@ extension MirrorProviding {
     public func beginPass() throws {}
     /// Nothing kept.
     public func endPass() {}
+    /// Nothing to read ahead.
+    public func beginReads(trees: [RelativePath], stats: [RelativePath]) throws {}
+    /// Nothing kept.
+    public func endReads() {}
 }

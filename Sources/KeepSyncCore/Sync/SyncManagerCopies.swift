@@ -157,10 +157,18 @@ extension SyncManager {
     func finishRound() {
         if inFlight.isEmpty && copyQueue.isEmpty {
             queueOtherLinks()
-            for dir in directoriesToFix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) {
-                do { try engine.fixDirectory(dir) } catch { logger.debug("\(dir.escaped): \(error)") }
+            let dirs = directoriesToFix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 })
+            do {
+                if !dirs.isEmpty { try mirror.beginReads(trees: [], stats: dirs) }
+                for dir in dirs {
+                    do { try engine.fixDirectory(dir) } catch { logger.debug("\(dir.escaped): \(error)") }
+                }
+                directoriesToFix.removeAll()
+            } catch {
+                // Its host is away: the full pass at its return fixes them.
+                blockMirror((error as? KeepSyncError) ?? KeepSyncError(.unreachable, "\(error)"))
             }
-            directoriesToFix.removeAll()
+            if !dirs.isEmpty { mirror.endReads() }
             // A big pass's queues keep their capacity when emptied: let it go with them.
             if copyQueue.capacity > 1024 || queued.capacity > 1024 || inFlight.capacity > 1024 {
                 copyQueue = []

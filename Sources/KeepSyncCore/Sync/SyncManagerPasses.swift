@@ -48,6 +48,15 @@ extension SyncManager {
             holdingCopies = false
             startCopies()
         }
+        // The mirror reads what the round looks at at once (a remote one: one round trip).
+        do { try mirror.beginReads(trees: due.filter { !$0.isRoot }, stats: []) } catch {
+            // Its host is away: the round waits for it.
+            let removals = Set(liveRemovals)
+            for path in due { enqueue(path, now: start, immediately: false, removal: removals.contains(path)) }
+            blockMirror((error as? KeepSyncError) ?? KeepSyncError(.unreachable, "\(error)"))
+            return finishRound()
+        }
+        defer { mirror.endReads() }
         for path in due {
             // A due directory's scan covers the due paths below it.
             if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }

@@ -27,6 +27,19 @@ public final class RemoteMirror: MirrorProviding {
         var inFlight: [RelativePath: Int] = [:]
         /// The tree as the full pass under way read it (`beginPass`), less what changed since.
         var pass: RemoteTreeListing?
+        /// What the round of live changes under way read (`beginReads`), less what changed since.
+        var reads: RemoteReadAhead?
+
+        /// What the pass's listing or the round's reads say of `path`.
+        func answer(_ path: RelativePath) -> RemoteTreeListing.Answer {
+            if let a = pass?.answer(path), a != .unknown { return a }
+            return reads?.answer(path) ?? .unknown
+        }
+
+        /// A directory's entries from the pass's listing or the round's reads.
+        func list(_ directory: RelativePath) -> [DirectoryEntry]? {
+            pass?.list(directory) ?? reads?.list(directory)
+        }
     }
     let state = Mutex(State())
 
@@ -52,7 +65,7 @@ public final class RemoteMirror: MirrorProviding {
     /// all): nil when not there; a failure for a path behind a symlink.
     public func statAll(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
         for path in paths { _ = try argument(path) }
-        let known = state.withLock { s in s.pass.map { pass in paths.map { pass.answer($0) } } }
+        let known = state.withLock { s in s.pass != nil || s.reads != nil ? paths.map { s.answer($0) } : nil }
         guard let known else { return try remoteStatAll(paths) }
         var out: [Result<FileStat, KeepSyncError>?] = []
         var ask: [Int] = []
@@ -86,7 +99,7 @@ public final class RemoteMirror: MirrorProviding {
     /// when it still holds them).
     public func list(_ directory: RelativePath) throws -> [DirectoryEntry] {
         let word = try argument(directory)
-        if let entries = state.withLock({ $0.pass?.list(directory) }) { return entries }
+        if let entries = state.withLock({ $0.list(directory) }) { return entries }
         let output = try remote(RemoteScript.batch(target.directory, RemoteScript.list, perCall: 1),
                                 input: RemoteScript.input([word]))
         var reader = ReplyReader(output.stdout)
@@ -139,6 +152,40 @@ public final class RemoteMirror: MirrorProviding {
         state.withLock { $0.pass = nil }
     }
 
+    /// Reads, in one round trip, what a round of live changes will look at: each tree
+    /// whole, the trees' ancestors and the stats alone (`RemoteReadAhead`); until
+    /// `endReads`, `list`, `stat`, `statAll` and `readLink` answer from that, except what
+    /// changed through the mirror since. Nothing is kept when the read fails or its
+    /// output passes `readAheadLimit` bytes: the calls then ask as they go. Throws when the
+    /// host cannot be reached (`.unreachable`).
+    public func beginReads(trees: [RelativePath], stats: [RelativePath]) throws {
+        state.withLock { $0.reads = nil }
+        let safe = trees.filter { (try? argument($0)) != nil }, safeStats = stats.filter { (try? argument($0)) != nil }
+        let (words, asked) = RemoteReadAhead.arguments(trees: safe, stats: safeStats)
+        guard !words.isEmpty else { return }
+        let script = RemoteScript.enter(target.directory)
+            + Array("xargs -0 -r sh -c 'exec find -P \"$@\" \\( -path \".//*\" -o -prune \\) -printf \"\(RemoteScript.formatPath)\"' sh | head -c \(Self.readAheadLimit + 1)".utf8)
+        let output: RemoteOutput
+        do { output = try remote(script, input: RemoteScript.input(words)) } catch {
+            if error.code == .unreachable { throw error }
+            return
+        }
+        guard output.status == 0, output.stdout.count <= Self.readAheadLimit,
+              let reads = RemoteReadAhead(findOutput: output.stdout, asked: asked) else { return }
+        state.withLock { $0.reads = reads }
+    }
+
+    /// Drops what `beginReads` kept.
+    public func endReads() {
+        state.withLock { $0.reads = nil }
+    }
+
+    /// The most bytes of listing a round's read-ahead keeps (about 150,000 entries).
+    static let readAheadLimit = 16 << 20
+
+    /// Entries the round's read-ahead holds; nil outside a round.
+    var readAheadCount: Int? { state.withLock { $0.reads?.count } }
+
     /// The whole tree in one round trip, as a read side that answers without another
     /// (what `check` compares against).
     public func snapshot() throws -> RemoteTreeSnapshot {
@@ -165,15 +212,18 @@ public final class RemoteMirror: MirrorProviding {
     /// Paths about to change: what the pass's listing says of them is stale.
     func changing(_ paths: [RelativePath]) {
         state.withLock { s in
-            guard s.pass != nil else { return }
-            for path in paths { s.pass?.changed(path) }
+            guard s.pass != nil || s.reads != nil else { return }
+            for path in paths {
+                s.pass?.changed(path)
+                s.reads?.changed(path)
+            }
         }
     }
 
     /// A remote symlink's target (from a pass's listing when it still holds it).
     public func readLink(_ path: RelativePath) throws -> [UInt8] {
         _ = try argument(path)
-        switch state.withLock({ $0.pass?.answer(path) }) ?? .unknown {
+        switch state.withLock({ $0.answer(path) }) {
         case .present(let stat, let target):
             guard stat.kind == .symlink else { throw KeepSyncError(.conflict, "readlink: not a symlink", path: path) }
             return target
@@ -248,7 +298,10 @@ public final class RemoteMirror: MirrorProviding {
 
     /// `chmod` and/or `touch -d @S.N` on the remote, never through a symlink.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
-        state.withLock { $0.pass?.attributesChanged(path) }
+        state.withLock { s in
+            s.pass?.attributesChanged(path)
+            s.reads?.attributesChanged(path)
+        }
         let reply = try call(RemoteScript.setAttributes, items: [[try argument(path), mode.map(Self.octal) ?? [0x2D],
                                                                  mtime.map(Self.touchTime) ?? [0x2D]]], perCall: 3)[0]
         guard reply.token == "0" else { throw reply.error(path, "set attributes") }

@@ -10,6 +10,8 @@ enum RemoteScript {
     /// `find -printf`: kind, mode, size, mtime, ctime, device, inode, links; then the
     /// name (relative to the starting point) and the link target, each NUL-terminated.
     static let format = "%y %m %s %T@ %C@ %D %i %n\\0%P\\0%l\\0"
+    /// `format` with the whole path as given (`%p`: the starting point and below).
+    static let formatPath = "%y %m %s %T@ %C@ %D %i %n\\0%p\\0%l\\0"
 
     /// Helpers of every body. `chk P`: each proper ancestor of P below DIR is a real
     /// directory (2: a symlink, 3: missing or not a directory).
