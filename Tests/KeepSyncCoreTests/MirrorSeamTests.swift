@@ -1,3 +1,4 @@
+import Glibc
 import KeepSyncTestSupport
 import Synchronization
 import Testing
@@ -39,7 +40,10 @@ struct MirrorSeamTests {
         }
         let passes = Mutex(Passes())
 
-        init() { inner = LocalMirror(tree) }
+        init(readDelay: Duration = .zero) {
+            inner = LocalMirror(tree)
+            self.readDelay = readDelay
+        }
 
         var recorded: [Call] { calls.withLock { $0 } }
         func note(_ call: Call) { calls.withLock { $0.append(call) } }
@@ -97,6 +101,16 @@ struct MirrorSeamTests {
                 return p.failure
             }
             if let failure { throw failure }
+        }
+        /// The trees of each `beginReads` that named any (one per round of live changes).
+        let readRounds = Mutex<[Int]>([])
+        /// How long a round's `beginReads` takes (a remote's round trip).
+        let readDelay: Duration
+        func beginReads(trees: [RelativePath], stats: [RelativePath]) throws {
+            guard !trees.isEmpty else { return }
+            readRounds.withLock { $0.append(trees.count) }
+            // Blocks like a round trip to a remote host (the manager's thread waits).
+            if readDelay > .zero { usleep(UInt32(readDelay / .microseconds(1))) }
         }
         func endPass() {
             let count = recorded.count
@@ -207,5 +221,28 @@ struct MirrorSeamTests {
         #expect(Set(installs.joined()) == Set(Self.files))
         #expect(!mirror.recorded.contains { if case .beginInstall = $0 { true } else { false } })
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
+    }
+
+    @Test("events that come while a round waits on the mirror are taken by the next round, not one round each")
+    func waitingEventsShareARound() async throws {
+        let source = InMemoryTree(device: 1)
+        let names = (0..<300).map { Self.p("f\($0)") }
+        for name in names { source.writeFile(name, Array("bytes of \(name.escaped)".utf8)) }
+        let mirror = RecordingMirror(readDelay: .milliseconds(5))
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ContinuousClock(), executor: .inline)
+        // All 300 wait in the stream before the manager takes any, as behind a slow round.
+        let (events, feed) = AsyncStream<WatchEvent>.makeStream()
+        for name in names { feed.yield(.closedAfterWrite(name)) }
+        let consumer = Task { await manager.consume(events) }
+        let runner = Task { await manager.run() }
+        let done = await eventually(timeout: .seconds(30), every: .milliseconds(10)) { mirror.tree.nodes.values.filter { $0.kind == .regular }.count == names.count }
+        feed.finish()
+        await manager.stop()
+        await runner.value
+        await consumer.value
+        let rounds = mirror.readRounds.withLock { $0 }
+        #expect(done, "\(mirror.tree.nodes.values.filter { $0.kind == .regular }.count) of \(names.count) files mirrored")
+        #expect(rounds.reduce(0, +) >= names.count && rounds.count <= 5, "\(rounds.count) rounds for \(names.count) waiting events: \(rounds.prefix(20))")
     }
 }

@@ -166,7 +166,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// True when the manager made its thread, and closes it when it goes.
     let ownsThread: Bool
     /// Copy results waiting for the actor, taken a batch per hop.
-    let inbox = ManagerInbox()
+    let inbox = ManagerInbox<CopyResults>()
+    /// Watcher events waiting for the actor, taken together by its next hop or round.
+    let events = ManagerInbox<WatchEvent>()
 
     /// The actor's executor: its thread.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
@@ -298,7 +300,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// True when nothing is pending, queued or copying.
     public var isIdle: Bool {
         pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !fullResyncRequested && directoriesToFix.isEmpty
-            && inbox.isEmpty
+            && inbox.isEmpty && events.isEmpty
     }
 
     /// Returns once the manager is idle.

@@ -32,18 +32,29 @@ extension SyncManager {
         }
     }
 
-    /// Feeds a watcher's events to `receive` until the stream ends. The watcher's thread
-    /// wakes the manager's directly; events that came meanwhile are taken without a wait.
-    public nonisolated func consume(_ events: AsyncStream<WatchEvent>) async {
-        await withTaskExecutorPreference(thread) { await self.take(events) }
+    /// Feeds a watcher's events to `receive` until the stream ends, from a thread of its
+    /// own through the events inbox: the events that come while the actor works (a round
+    /// blocked on a remote mirror) are taken together by the next round or hop. (Read on
+    /// the actor's thread, each event was one round: the stream's reader and the loop took
+    /// turns there, and a remote mirror's round costs a round trip.)
+    public nonisolated func consume(_ stream: AsyncStream<WatchEvent>) async {
+        let reader = ManagerThread(label: "keepsync.events")
+        defer { reader.close() }
+        await withTaskExecutorPreference(reader) {
+            for await event in stream {
+                guard self.events.post(event) else { continue }
+                Task(executorPreference: self.thread) { await self.takeEvents() }
+            }
+        }
     }
 
-    func take(_ events: AsyncStream<WatchEvent>) async {
-        for await event in events { receive(event) }
+    /// Receives the events the inbox holds, in the order they came.
+    func takeEvents() {
+        for event in events.take() { receive(event) }
     }
 
     /// Hands a copy work item's results to the actor; the first of a batch schedules the hop.
-    nonisolated func hand(_ results: sending ManagerInbox.Results) {
+    nonisolated func hand(_ results: CopyResults) {
         guard inbox.post(results) else { return }
         Task(executorPreference: thread) { await self.takeInbox() }
     }

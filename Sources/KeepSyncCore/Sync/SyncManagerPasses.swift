@@ -29,6 +29,7 @@ extension SyncManager {
 
     /// Processes a requested full resync and every path whose deadline has passed.
     public func processDue() {
+        takeEvents()
         let start = now
         if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
         // While the host is away changes wait (`enqueue` bounds them); only the probe runs.
@@ -60,6 +61,12 @@ extension SyncManager {
         for path in due {
             // A due directory's scan covers the due paths below it.
             if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }
+            // A file whose copy is queued or under way: that copy takes it (one under way goes
+            // again once it ends). Looking at it now would only ask the mirror again.
+            if inFlight[path] != nil || queued.contains(path), (try? source.stat(path))??.kind == .regular {
+                if inFlight[path] != nil { inFlight[path] = true }
+                continue
+            }
             // Copies still running below it would race a removal: wait for them.
             if inFlight.keys.contains(where: { $0 != path && $0.isWithin(path) }) {
                 let later = now + timing.settle
@@ -69,6 +76,7 @@ extension SyncManager {
             process(path, liveRemovals: liveRemovals)
             last = path
         }
+        logger.debug("round: \(due.count) due (\(due[0].escaped)), \(copyQueue.count) copies queued, \(inFlight.count) in flight, \(Self.seconds(now - start))")
         finishRound()
     }
 

@@ -103,15 +103,15 @@ struct RemoteReadAhead: Sendable {
 
     // MARK: Changes
 
-    /// `path` was created, replaced, renamed or removed: it, its directory's entries and
-    /// own stat, and everything below it are unknown from now on.
+    /// `path` was created, replaced, renamed or removed: it, its directory's entries, and
+    /// everything below it are unknown from now on. The directory's own stat stays as
+    /// read: only its mtime moved, which the round's directory fixes read again (asking
+    /// the remote for it cost a round trip per path of a burst, for the stat of a parent
+    /// every install into it made stale).
     mutating func changed(_ path: RelativePath) {
         staleEntries.insert(path)
         forgotten.insert(path)
-        if let parent = path.parent {
-            staleListings.insert(parent)
-            staleEntries.insert(parent)
-        }
+        if let parent = path.parent { staleListings.insert(parent) }
     }
 
     /// Only `path`'s own mode or mtime changed.
