@@ -43,6 +43,10 @@ public protocol MirrorProviding: FileSystemProviding {
     func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                       logger: Logger) -> any PendingInstall
 
+    /// How many group installs may run at once: a local mirror's share its disk and the
+    /// copy threads (2); a remote one's mostly wait on the network and the remote's fsyncs.
+    var concurrentGroups: Int { get }
+
     /// Makes every change made so far durable.
     func barrier() throws
     /// Removes the leftover of an install a killed process left (`path` names one, see
@@ -77,6 +81,8 @@ extension MirrorProviding {
     public func beginPass() throws {}
     /// Nothing kept.
     public func endPass() {}
+    /// Two: a local disk.
+    public var concurrentGroups: Int { 2 }
     /// Nothing to read ahead.
     public func beginReads(trees: [RelativePath], stats: [RelativePath]) throws {}
     /// Nothing kept.

@@ -85,7 +85,7 @@ public final class RemoteMirror: MirrorProviding {
 
     /// `statAll` on the remote, whatever a pass's listing says.
     func remoteStatAll(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
-        let replies = try call(RemoteScript.stat, items: paths.map { [try argument($0)] })
+        let replies = try statCall(paths)
         return zip(paths, replies).map { path, reply in
             switch reply.token {
             case "S": return reply.stat.map { .success($0) } ?? .failure(KeepSyncError(.io, "unreadable remote listing", path: path))
@@ -133,6 +133,9 @@ public final class RemoteMirror: MirrorProviding {
         guard output.status == 0 else { throw remoteError(output, path: nil, "find") }
         return out
     }
+
+    /// Four rsync runs at once: each waits mostly on the link and the remote's fsyncs.
+    public var concurrentGroups: Int { 4 }
 
     // MARK: Passes
 
@@ -230,7 +233,7 @@ public final class RemoteMirror: MirrorProviding {
         case .absent: throw KeepSyncError(.notFound, "readlink: not there", path: path)
         case .unknown: break
         }
-        let replies = try call(RemoteScript.stat, items: [[try argument(path)]])
+        let replies = try statCall([path])
         guard replies[0].token == "S", let record = replies[0].record else {
             throw replies[0].token == "N" || replies[0].token == "P"
                 ? KeepSyncError(.notFound, "readlink: not there", path: path) : replies[0].error(path, "readlink")
@@ -355,6 +358,33 @@ public final class RemoteMirror: MirrorProviding {
             throw KeepSyncError(.unsafePath, "not a path below the mirror", path: path)
         }
         return path.bytes
+    }
+
+    /// The stat script over `paths`: a reply per path, `S` with its record (one that
+    /// vanished between the test and the `find` is `N`).
+    func statCall(_ paths: [RelativePath]) throws -> [Reply] {
+        guard !paths.isEmpty else { return [] }
+        let words = try paths.map { try argument($0) }
+        let output = try remote(RemoteScript.batch(target.directory, RemoteScript.stat), input: RemoteScript.input(words))
+        var reader = ReplyReader(output.stdout)
+        var replies: [Reply] = []
+        var records: [[UInt8]: (name: [UInt8], stat: FileStat, target: [UInt8])] = [:]
+        while let field = reader.field() {
+            if ReplyReader.isHeader(field) {
+                guard let record = reader.record(header: field) else { break }
+                records[record.name] = record
+            } else {
+                replies.append(Reply(raw: field))
+            }
+        }
+        guard replies.count == paths.count else {
+            let failure = remoteError(output, path: nil, "remote script")
+            throw KeepSyncError(failure.code, "\(replies.count) of \(paths.count) answers: \(failure.message)")
+        }
+        for (i, word) in words.enumerated() where replies[i].token == "S" {
+            if let record = records[[0x2E, 0x2F] + word] { replies[i].record = record } else { replies[i] = Reply(raw: [0x4E]) }
+        }
+        return replies
     }
 
     /// Runs a batch script over `items` (each `perCall` NUL-separated words); one reply per item.

@@ -53,6 +53,7 @@ extension RemoteMirror {
 
         // Remote ancestors checked, old inodes noted, in one round trip.
         let old: [Result<FileStat, KeepSyncError>?]
+        let clock = ContinuousClock(), t0 = clock.now
         do { old = try statAllForInstall(send) } catch {
             for path in send { results[path] = .failure(Self.naming(error, path)) }
             return []
@@ -70,6 +71,7 @@ extension RemoteMirror {
 
         changing(allowed)
         let outcome: RemoteOutput
+        let t1 = clock.now
         do { outcome = try runRsync(allowed) } catch {
             for path in allowed { results[path] = .failure(Self.naming(error, path)) }
             return []
@@ -84,6 +86,11 @@ extension RemoteMirror {
         if partial { logger.warning("rsync to \(session.host) exited \(outcome.status): \(rsyncMessage)") }
 
         let after: [Result<FileStat, KeepSyncError>?]
+        let t2 = clock.now
+        defer {
+            let ms = { (d: Duration) in Int(d / .milliseconds(1)) }
+            logger.debug("rsync of \(allowed.count) to \(session.host): check \(ms(t1 - t0)) ms, transfer \(ms(t2 - t1)) ms, stat \(ms(clock.now - t2)) ms")
+        }
         do { after = try remoteStatAll(allowed) } catch {
             for path in allowed { results[path] = .failure(Self.naming(error, path)) }
             return []
@@ -125,7 +132,7 @@ extension RemoteMirror {
     /// The pre-transfer stat, always asked of the remote (it checks the ancestors): like
     /// `statAll`, but a missing parent is an error.
     private func statAllForInstall(_ paths: [RelativePath]) throws -> [Result<FileStat, KeepSyncError>?] {
-        let replies = try call(RemoteScript.stat, items: paths.map { [try argument($0)] })
+        let replies = try statCall(paths)
         return zip(paths, replies).map { path, reply in
             switch reply.token {
             case "S": return reply.stat.map { .success($0) } ?? .failure(KeepSyncError(.io, "unreadable remote listing", path: path))

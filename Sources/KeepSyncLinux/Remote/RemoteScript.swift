@@ -25,10 +25,14 @@ enum RemoteScript {
         st() { printf "S\\0"; find -P "./$1" -maxdepth 0 -printf "\(format)"; };
         """
 
-    /// Before an rsync run and for `stat`: per path, its record, or why there is none.
+    /// Before an rsync run and for `stat`: per path a token (`S` there, or why not), then
+    /// one `find` (not one per path) for the records of the paths there, named as given
+    /// (`./PATH`): `RemoteMirror.statCall` pairs them up.
     static let stat = """
-        for p do chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
-        elif [ -e "./$p" ] || [ -L "./$p" ]; then st "$p"; else printf "N\\0"; fi; done
+        n=0; for p do chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
+        elif [ -e "./$p" ] || [ -L "./$p" ]; then printf "S\\0"; set -- "$@" "./$p"; n=$((n+1)); \
+        else printf "N\\0"; fi; done; shift $(($# - n)); \
+        if [ $n -gt 0 ]; then exec find -P "$@" -maxdepth 0 -printf "\(formatPath)"; fi
         """
     /// One directory's entries (`S` then records), its own components checked too.
     static let list = """
@@ -148,10 +152,18 @@ struct ReplyReader {
 
     /// A `find -printf` record: name, stat and link target.
     mutating func record() -> (name: [UInt8], stat: FileStat, target: [UInt8])? {
-        guard let header = field(), let name = field(), let target = field(),
-              let stat = Self.parse(header) else { return nil }
+        guard let header = field() else { return nil }
+        return record(header: header)
+    }
+
+    /// The rest of a record whose header field was read.
+    mutating func record(header: [UInt8]) -> (name: [UInt8], stat: FileStat, target: [UInt8])? {
+        guard let name = field(), let target = field(), let stat = Self.parse(header) else { return nil }
         return (name, stat, target)
     }
+
+    /// True for a record's header (`f 644 …`: a kind letter, then a space), not a token.
+    static func isHeader(_ field: [UInt8]) -> Bool { field.count > 2 && field[1] == 0x20 }
 
     /// `f 644 12 1700000000.1234567890 1700000000.1234567890 65024 123 1` -> a stat.
     static func parse(_ header: [UInt8]) -> FileStat? {
