@@ -29,6 +29,17 @@ public final class RemoteMirror: MirrorProviding {
         var pass: RemoteTreeListing?
         /// What the round of live changes under way read (`beginReads`), less what changed since.
         var reads: RemoteReadAhead?
+        /// Directories a read just saw as real directories, their whole chain too (no
+        /// symlink on the way), and when that read was sent: an install into one checked
+        /// within `checkedFor` need not check again (`RemoteMirrorInstall`).
+        var checked: [RelativePath: ContinuousClock.Instant] = [:]
+
+        /// Notes `directories` as checked at `at`; forgets the checks gone stale.
+        mutating func noteChecked(_ directories: some Sequence<RelativePath>, at: ContinuousClock.Instant) {
+            let now = ContinuousClock.now
+            checked = checked.filter { now - $0.value < RemoteMirror.checkedFor }
+            for d in directories { checked[d] = max(checked[d] ?? at, at) }
+        }
 
         /// What the pass's listing or the round's reads say of `path`.
         func answer(_ path: RelativePath) -> RemoteTreeListing.Answer {
@@ -169,19 +180,35 @@ public final class RemoteMirror: MirrorProviding {
         let script = RemoteScript.enter(target.directory)
             + Array("xargs -0 -r sh -c 'exec find -P \"$@\" \\( -path \".//*\" -o -prune \\) -printf \"\(RemoteScript.formatPath)\"' sh | head -c \(Self.readAheadLimit + 1)".utf8)
         let output: RemoteOutput
+        let sent = ContinuousClock.now
         do { output = try remote(script, input: RemoteScript.input(words)) } catch {
             if error.code == .unreachable { throw error }
             return
         }
         guard output.status == 0, output.stdout.count <= Self.readAheadLimit,
               let reads = RemoteReadAhead(findOutput: output.stdout, asked: asked) else { return }
-        state.withLock { $0.reads = reads }
+        // The trees' directories the read saw whole: an install into one right after the
+        // round need not check them again.
+        let parents = Set(safe.compactMap(\.parent)).filter { parent in
+            if case .present(let stat, _) = reads.answer(parent) { return stat.kind == .directory }
+            return false
+        }
+        state.withLock { s in
+            s.reads = reads
+            s.noteChecked(parents, at: sent)
+        }
     }
 
     /// Drops what `beginReads` kept.
     public func endReads() {
         state.withLock { $0.reads = nil }
     }
+
+    /// How long a directory a read saw whole counts as checked for an install into it:
+    /// the install that follows a round of live changes at once (the latency path) skips
+    /// a round trip; a later one checks again, as would a check made just before rsync,
+    /// which a swap on the remote can race as well.
+    static let checkedFor: Duration = .milliseconds(100)
 
     /// The most bytes of listing a round's read-ahead keeps (about 150,000 entries).
     static let readAheadLimit = 16 << 20
@@ -215,6 +242,9 @@ public final class RemoteMirror: MirrorProviding {
     /// Paths about to change: what the pass's listing says of them is stale.
     func changing(_ paths: [RelativePath]) {
         state.withLock { s in
+            if !s.checked.isEmpty {
+                s.checked = s.checked.filter { entry in !paths.contains { entry.key.isWithin($0) } }
+            }
             guard s.pass != nil || s.reads != nil else { return }
             for path in paths {
                 s.pass?.changed(path)

@@ -1,3 +1,4 @@
+import Dispatch
 import KeepSyncCore
 
 /// A remote mirror's file installs: one rsync run per batch, the remote checked before
@@ -21,8 +22,7 @@ extension RemoteMirror {
         return paths.map { ($0, results[$0] ?? .failure(KeepSyncError(.io, "not installed", path: $0))) }
     }
 
-    /// `install`, run whole at `finish` (rsync puts files in place as it goes, so there
-    /// is no earlier step to overlap).
+    /// `install`, run whole in the background from `commit` (`DeferredInstall`).
     public func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                              logger: Logger) -> any PendingInstall {
         DeferredInstall { [self] in install(paths, from: source, io: io, logger: logger) }
@@ -51,14 +51,28 @@ extension RemoteMirror {
         }
         guard !send.isEmpty else { return [] }
 
-        // Remote ancestors checked, old inodes noted, in one round trip.
-        let old: [Result<FileStat, KeepSyncError>?]
+        // Remote ancestors checked, old inodes noted, in one round trip, unless a read just
+        // saw every directory whole (`checkedFor`).
         let clock = ContinuousClock(), t0 = clock.now
-        do { old = try statAllForInstall(send) } catch {
-            for path in send { results[path] = .failure(Self.naming(error, path)) }
-            return []
+        let justChecked = state.withLock { s in
+            send.allSatisfy { path in s.checked[path.parent ?? .root].map { t0 - $0 < Self.checkedFor } ?? false }
         }
-        var allowed: [RelativePath] = []
+        let old: [Result<FileStat, KeepSyncError>?]
+        if justChecked {
+            old = []
+        } else {
+            do { old = try statAllForInstall(send) } catch {
+                for path in send { results[path] = .failure(Self.naming(error, path)) }
+                return []
+            }
+            state.withLock { s in
+                s.noteChecked(zip(send, old).compactMap { path, reply in
+                    if case .failure = reply { return nil }
+                    return path.parent ?? .root
+                }, at: t0)
+            }
+        }
+        var allowed: [RelativePath] = justChecked ? send : []
         var oldInode: [RelativePath: UInt64] = [:]
         for (path, reply) in zip(send, old) {
             switch reply {
@@ -110,8 +124,10 @@ extension RemoteMirror {
                                          ?? KeepSyncError(.io, "rsync: not on \(session.host) after the transfer\(partial ? " (exit \(outcome.status): \(rsyncMessage))" : "")", path: path))
                 continue
             }
+            // After a partial exit, a new inode says rsync put it there (unknown without the
+            // check: then it did not arrive, and goes again).
             let arrived = remote.kind == .regular && remote.size == copied.size && remote.mtime == copied.mtime
-                && (!partial || oldInode[path] != remote.inode)
+                && (!partial || (!justChecked && oldInode[path] != remote.inode))
             guard arrived else {
                 results[path] = .failure(KeepSyncError(.io, "rsync exited \(outcome.status); \(path.escaped) did not arrive: \(rsyncMessage)", path: path))
                 continue
@@ -195,14 +211,34 @@ extension RemoteMirror {
     }
 }
 
-/// A pending install that runs the whole install at `finish`.
-final class DeferredInstall: PendingInstall {
-    private let work: () -> [(path: RelativePath, result: Result<CopyResult?, any Error>)]
+/// A pending install that runs the whole install on a thread of its own from `commit`
+/// (rsync puts files in place as it goes: there is no earlier step to split off), so a
+/// pass's walk and its next group go on meanwhile; `finish` waits for it. Never committed,
+/// it runs at `finish`.
+final class DeferredInstall: PendingInstall, @unchecked Sendable {
+    typealias Results = [(path: RelativePath, result: Result<CopyResult?, any Error>)]
+    private let work: () -> Results
+    private let done = DispatchSemaphore(value: 0)
+    // Written by the worker before `done` is signalled, read by `finish` after it waited.
+    private var results: Results?
+    private var started = false
 
-    init(_ work: @escaping () -> [(path: RelativePath, result: Result<CopyResult?, any Error>)]) { self.work = work }
+    init(_ work: @escaping () -> Results) { self.work = work }
 
-    /// Nothing to start early.
-    func commit() {}
-    /// Runs the install.
-    func finish() -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] { work() }
+    /// Starts the install on a Dispatch thread.
+    func commit() {
+        guard !started else { return }
+        started = true
+        DispatchQueue.global(qos: .utility).async { [self] in
+            results = work()
+            done.signal()
+        }
+    }
+
+    /// Waits for the install (runs it here when never committed).
+    func finish() -> Results {
+        guard started else { return work() }
+        done.wait()
+        return results ?? []
+    }
 }
