@@ -40,9 +40,13 @@ struct MirrorSeamTests {
         }
         let passes = Mutex(Passes())
 
-        init(readDelay: Duration = .zero) {
+        /// Group installs at once (`MirrorProviding.concurrentGroups`).
+        let concurrentGroups: Int
+
+        init(readDelay: Duration = .zero, concurrentGroups: Int = 2) {
             inner = LocalMirror(tree)
             self.readDelay = readDelay
+            self.concurrentGroups = concurrentGroups
         }
 
         var recorded: [Call] { calls.withLock { $0 } }
@@ -244,5 +248,26 @@ struct MirrorSeamTests {
         let rounds = mirror.readRounds.withLock { $0 }
         #expect(done, "\(mirror.tree.nodes.values.filter { $0.kind == .regular }.count) of \(names.count) files mirrored")
         #expect(rounds.reduce(0, +) >= names.count && rounds.count <= 5, "\(rounds.count) rounds for \(names.count) waiting events: \(rounds.prefix(20))")
+    }
+
+    @Test("a pass keeps up to the mirror's concurrentGroups group installs under way: one committed before the first finishes with two, three with four")
+    func passGroupsUpToConcurrentGroups() throws {
+        func commitsBeforeFirstFinish(_ groups: Int) throws -> (commits: Int, groups: Int) {
+            let source = InMemoryTree(device: 1)
+            for i in 0..<1000 { source.writeFile(Self.p(String(format: "f%04d", i)), Array("bytes \(i)".utf8)) }
+            let mirror = RecordingMirror(concurrentGroups: groups)
+            let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+            let summary = try engine.fullPass().summary
+            #expect(summary.copiedFiles == 1000 && summary.errors.isEmpty, "\(summary)")
+            SyncEngineTests.assertTreesEqual(source, mirror.tree)
+            let calls = mirror.recorded
+            let firstFinish = try #require(calls.firstIndex(of: .finish))
+            let begun = calls.filter { if case .beginInstall = $0 { true } else { false } }.count
+            return (calls[..<firstFinish].filter { $0 == .commit }.count, begun)
+        }
+        let two = try commitsBeforeFirstFinish(2), four = try commitsBeforeFirstFinish(4)
+        #expect(two.groups == 4 && four.groups == 4, "1000 files in groups of 256: \(two.groups), \(four.groups)")
+        #expect(two.commits == 1, "with two at once, \(two.commits) groups committed before the first finished")
+        #expect(four.commits == 3, "with four at once, \(four.commits) groups committed before the first finished")
     }
 }

@@ -84,9 +84,9 @@ extension RemoteMirrorTests {
             let large = try Self.passes("fullPassCommandsDoNotGrowWithDirectories", directories: 50)
             #expect(small == large, "ssh commands per pass, 6 directories \(small), 50 directories \(large)")
             // Pass 1: find, one record barrier. Pass 2: find, rsync's version, the pre- and
-            // post-stat, one removal, and per changed directory its stat and its mtime set
-            // (3 directories), one record barrier. Pass 3: find.
-            #expect(large.count == 3 && large[0] <= 2 && large[1] <= 12 && large[2] <= 1, "\(large)")
+            // post-stat, one removal, the mtimes of the 3 changed directories in one command
+            // (their stats from the listing), one record barrier. Pass 3: find.
+            #expect(large.count == 3 && large[0] <= 2 && large[1] <= 7 && large[2] <= 1, "\(large)")
             print("RemoteMirrorTests: full passes: ssh commands per pass (records only, drift repaired, nothing to do): "
                   + "6 directories \(small), 50 directories \(large)")
         }
@@ -104,6 +104,9 @@ extension RemoteMirrorTests {
             let posix = try PosixFileSystem(rootPath: f.remote)
             func key(_ s: FileStat?) -> [String] {
                 guard let s else { return ["absent"] }
+                // A directory's own times, size and link count may lag an entry change made
+                // through the mirror (a pass sets its mtime at its finish whatever it reads).
+                if s.kind == .directory { return ["\(s.kind)", "\(s.mode)", "\(s.device)", "\(s.inode)"] }
                 return ["\(s.kind)", "\(s.mode)", "\(s.size)", "\(s.mtime)", "\(s.ctime)", "\(s.device)", "\(s.inode)", "\(s.links)"]
             }
             func sorted(_ e: [DirectoryEntry]) -> [DirectoryEntry] { e.sorted { $0.name.lexicographicallyPrecedes($1.name) } }

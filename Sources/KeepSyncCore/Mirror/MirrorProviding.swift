@@ -27,6 +27,9 @@ public protocol MirrorProviding: FileSystemProviding {
     func rename(_ from: RelativePath, to: RelativePath) throws
     /// Sets permission bits and/or modification time of a file or directory.
     func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws
+    /// `setAttributes` for several paths, in order; a result per change (a remote
+    /// mirror: one round trip for them all).
+    func setAttributesAll(_ changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)]) -> [Result<Void, any Error>]
 
     /// Copies files from `source` into the mirror, each atomically with the source's mode
     /// and mtime, its bytes durable before it appears under its name (one barrier for a
@@ -59,7 +62,9 @@ public protocol MirrorProviding: FileSystemProviding {
 
     /// A full pass begins: the mirror may read its whole tree now and answer the pass's
     /// reads from that (a remote mirror: one round trip instead of one per directory),
-    /// never with what a change made through it since made stale. Throws when the mirror
+    /// never with what a change made through it since made stale, but for a directory's
+    /// own mtime, size and link count, which an entry change moves (the pass sets the
+    /// mtime at the directory's finish whatever it reads). Throws when the mirror
     /// cannot be read: the pass fails rather than take it for empty.
     func beginPass() throws
     /// The full pass ended: what `beginPass` kept is dropped.
@@ -68,7 +73,8 @@ public protocol MirrorProviding: FileSystemProviding {
     /// A round of live changes begins: `trees` are about to be scanned (with what is below
     /// them, and their ancestors stat'ed), `stats` stat'ed. The mirror may read all that
     /// now (a remote mirror: one round trip instead of a few per path) and answer from it
-    /// until `endReads`, never with what a change made through it since made stale. A
+    /// until `endReads`, never with what a change made through it since made stale (a
+    /// directory's own mtime aside, as for a pass). A
     /// hint: when that read fails, the reads ask as they go; throws only when the
     /// mirror cannot be reached (`.unreachable`), which every read would meet too.
     func beginReads(trees: [RelativePath], stats: [RelativePath]) throws
@@ -83,6 +89,10 @@ extension MirrorProviding {
     public func endPass() {}
     /// Two: a local disk.
     public var concurrentGroups: Int { 2 }
+    /// One `setAttributes` after the other.
+    public func setAttributesAll(_ changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)]) -> [Result<Void, any Error>] {
+        changes.map { c in Result { try setAttributes(c.path, mode: c.mode, mtime: c.mtime) } }
+    }
     /// Nothing to read ahead.
     public func beginReads(trees: [RelativePath], stats: [RelativePath]) throws {}
     /// Nothing kept.

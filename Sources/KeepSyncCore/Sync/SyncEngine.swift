@@ -41,18 +41,51 @@ public final class SyncEngine {
     public var scanIO: ParallelIO = .serial
     /// Beaten by scans and once per step applied (see `Heartbeat`).
     public var heartbeat: Heartbeat?
-    /// A group install whose barrier runs while the next one is staged, with the directory
+    /// Group installs whose barriers run while the next one is staged (at most the
+    /// mirror's `concurrentGroups` less one), oldest first, each with the directory
     /// finishes that wait for it.
-    var inFlight: (group: any PendingInstall, finishes: [(path: RelativePath, source: FileStat, dirty: Bool)])?
+    var inFlight: [(group: any PendingInstall, finishes: [(path: RelativePath, source: FileStat, dirty: Bool)])] = []
 
     /// Sets a directory's attributes after its entries and records it.
     func finish(_ path: RelativePath, source sourceStat: FileStat, entriesChanged: Bool, summary: inout SyncSummary) {
-        do {
-            guard let m = try mirror.stat(path), m.kind == .directory else { return }
-            let actions = planner.finishDirectory(path: path, source: sourceStat, mirror: m,
-                                                  record: records.records[path], entriesChanged: entriesChanged)
-            for action in actions { try execute(action, state: PathState(path: path, source: sourceStat, record: nil, mirror: m), summary: &summary) }
-        } catch { report(error, path: path, into: &summary) }
+        finishAll([(path, sourceStat, entriesChanged)], summary: &summary)
+    }
+
+    /// Finishes several directories, in order: their mode and mtime set in one
+    /// `setAttributesAll`, then each one's record (only where that succeeded).
+    func finishAll(_ finishes: [(path: RelativePath, source: FileStat, dirty: Bool)], summary: inout SyncSummary) {
+        var planned: [(state: PathState, actions: [SyncAction])] = []
+        for f in finishes {
+            do {
+                guard let m = try mirror.stat(f.path), m.kind == .directory else { continue }
+                let actions = planner.finishDirectory(path: f.path, source: f.source, mirror: m,
+                                                      record: records.records[f.path], entriesChanged: f.dirty)
+                planned.append((PathState(path: f.path, source: f.source, record: nil, mirror: m), actions))
+            } catch { report(error, path: f.path, into: &summary) }
+        }
+        var changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)] = []
+        for p in planned {
+            for case .setAttributes(let path, let mode, let mtime) in p.actions { changes.append((path, mode, mtime)) }
+        }
+        var failed: [RelativePath: any Error] = [:]
+        for (change, result) in zip(changes, mirror.setAttributesAll(changes)) {
+            switch result {
+            case .success: summary.attributesSet += 1
+            case .failure(let error): failed[change.path] = error
+            }
+        }
+        for p in planned {
+            if let error = failed[p.state.path] {
+                report(error, path: p.state.path, into: &summary)
+                continue
+            }
+            do {
+                for action in p.actions {
+                    if case .setAttributes = action { continue }
+                    try execute(action, state: p.state, summary: &summary)
+                }
+            } catch { report(error, path: p.state.path, into: &summary) }
+        }
     }
 
     /// An engine over the given seams with the records already loaded.

@@ -1,5 +1,6 @@
 /// The engine's side of a group commit: its batched copies go to the mirror's
-/// `beginInstall` in groups, each group's barrier overlapping the staging of the next,
+/// `beginInstall` in groups, each group's barrier overlapping the staging of the next
+/// (up to the mirror's `concurrentGroups` at once),
 /// then recorded, then the directory finishes that waited for them run.
 extension SyncEngine {
     /// Stages the batched copies and commits the group before them (a lone copy commits at once),
@@ -18,22 +19,30 @@ extension SyncEngine {
             }
             let finishes = waitingFinishes
             waitingFinishes.removeAll()
-            for f in finishes { finish(f.path, source: f.source, entriesChanged: f.dirty, summary: &summary) }
+            finishAll(finishes, summary: &summary)
             return
         }
         let group = mirror.beginInstall(paths, from: source, io: io, logger: logger)
-        finishInFlight(&summary)
+        // At most `concurrentGroups` at once: this one, and the ones committed before it.
+        while inFlight.count >= max(1, mirror.concurrentGroups - 1) { finishOldest(&summary) }
         group.commit()
-        inFlight = (group, waitingFinishes)
+        inFlight.append((group, waitingFinishes))
         waitingFinishes.removeAll()
     }
 
-    /// Waits for the in-flight group's barrier, publishes and records it, runs its finishes.
+    /// Finishes every group in flight, oldest first.
     func finishInFlight(_ summary: inout SyncSummary) {
-        guard let pending = inFlight else { return }
-        inFlight = nil
+        while !inFlight.isEmpty { finishOldest(&summary) }
+    }
+
+    /// Waits for the oldest group's barrier, publishes and records it, runs its finishes
+    /// (a directory's finish waits with the last group committed before it, so with every
+    /// group holding its files).
+    func finishOldest(_ summary: inout SyncSummary) {
+        guard !inFlight.isEmpty else { return }
+        let pending = inFlight.removeFirst()
         note(pending.group.finish().map { ($0.path, $0.result) }, &summary)
-        for f in pending.finishes { finish(f.path, source: f.source, entriesChanged: f.dirty, summary: &summary) }
+        finishAll(pending.finishes, summary: &summary)
     }
 
     /// Records the copies that landed and reports the ones that failed.

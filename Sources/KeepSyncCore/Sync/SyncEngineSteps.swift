@@ -85,8 +85,8 @@ extension SyncEngine {
             if pass.isBlocked(path) || pass.blocked.contains(path) { return }
             if !batch.isEmpty {
                 waitingFinishes.append((path, sourceStat, dirty))
-            } else if inFlight != nil {
-                inFlight!.finishes.append((path, sourceStat, dirty))
+            } else if !inFlight.isEmpty {
+                inFlight[inFlight.count - 1].finishes.append((path, sourceStat, dirty))
             } else {
                 finish(path, source: sourceStat, entriesChanged: dirty, summary: &pass.summary)
             }

@@ -340,6 +340,28 @@ public final class RemoteMirror: MirrorProviding {
         guard reply.token == "0" else { throw reply.error(path, "set attributes") }
     }
 
+    /// Several `setAttributes` in one round trip; a result per change.
+    public func setAttributesAll(_ changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)]) -> [Result<Void, any Error>] {
+        guard !changes.isEmpty else { return [] }
+        do {
+            state.withLock { s in
+                for c in changes {
+                    s.pass?.attributesChanged(c.path)
+                    s.reads?.attributesChanged(c.path)
+                }
+            }
+            let items = try changes.map { c in
+                [try argument(c.path), c.mode.map(Self.octal) ?? [0x2D], c.mtime.map(Self.touchTime) ?? [0x2D]]
+            }
+            let replies = try call(RemoteScript.setAttributes, items: items, perCall: 3)
+            return zip(changes, replies).map { c, reply in
+                reply.token == "0" ? .success(()) : .failure(reply.error(c.path, "set attributes"))
+            }
+        } catch {
+            return changes.map { c in .failure(Self.naming(error, c.path)) }
+        }
+    }
+
     /// `sync -f DIR` on the remote (`sync` where `-f` is unknown).
     public func barrier() throws {
         let output = try remote(RemoteScript.plain(target.directory, "sync -f . 2>/dev/null || sync"))

@@ -134,13 +134,12 @@ struct RemoteTreeListing: Sendable {
     // MARK: Changes
 
     /// `path` was created, replaced, renamed or removed: its stat, its directory's
-    /// entries and own stat (mtime), and everything below it are unknown from now on.
+    /// entries, and everything below it are unknown from now on. The directory's own stat
+    /// stays as listed: only its mtime moved, which the pass sets at the directory's finish
+    /// whatever it reads (a round trip per directory, for every one a file went into).
     mutating func changed(_ path: RelativePath) {
         staleEntries.insert(path)
-        if let parent = path.parent {
-            staleListings.insert(parent)
-            staleEntries.insert(parent)
-        }
+        if let parent = path.parent { staleListings.insert(parent) }
         var below = [path]
         while let d = below.popLast() {
             guard let range = directories.removeValue(forKey: d) else { continue }
