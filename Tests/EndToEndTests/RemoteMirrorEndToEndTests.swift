@@ -178,6 +178,63 @@ struct RemoteMirrorEndToEndTests {
         try await RunCommandTests.stop(agent, r.sandbox)
     }
 
+    @Test("the remote rsync killed mid-transfer (SIGKILL, as a power cut takes it) leaves no torn file under its name; the file arrives on a later try, the temp file left behind is swept",
+          .timeLimit(.minutes(4)))
+    func killedRemoteRsyncLeavesNoTornFile() async throws {
+        let r = try Remote("killedRemoteRsyncLeavesNoTornFile")
+        try r.sandbox.buildSmallSource()
+        let agent = try await r.start()
+        try await r.expectConverges(agent, "initial sync")
+        // 1 GiB, sparse here: rsync sends its zeros, long enough to be caught mid-way.
+        let big = r.sandbox.source / "big.bin"
+        let fd = FS.withCPath(big) { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        #expect(fd >= 0)
+        #expect(ftruncate(fd, 1 << 30) == 0)
+        close(fd)
+        func temporaries() -> [[UInt8]] {
+            ((try? FS.list(r.sandbox.mirror)) ?? []).filter { $0.starts(with: Self.b(".big.bin.")) }
+        }
+        var kills = 0, torn: [String] = []
+        func lookAtFinalName() {
+            if let st = FS.lstat(r.sandbox.mirror / "big.bin"), st.size != 1 << 30 { torn.append("big.bin held \(st.size) bytes") }
+        }
+        let killed = await eventually(timeout: .seconds(60), every: .milliseconds(2)) {
+            lookAtFinalName()
+            guard !temporaries().isEmpty else { return false }
+            for pid in Self.remoteRsyncs(into: r.sandbox.mirror) where kill(pid, SIGKILL) == 0 { kills += 1 }
+            return kills > 0
+        }
+        try #require(killed, "no remote rsync was caught writing big.bin\n\(agent.stderrText)")
+        let arrived = await eventually(timeout: .seconds(90), every: .milliseconds(5)) {
+            lookAtFinalName()
+            return FS.lstat(r.sandbox.mirror / "big.bin")?.size == 1 << 30
+        }
+        #expect(arrived, "big.bin never arrived after the kill\n\(agent.stderrText)")
+        #expect(torn.isEmpty, "the final name held part of the file: \(torn.prefix(3))")
+        try await r.expectConverges(agent, "after the kill")
+        // What the killed rsync left: gone after a full pass.
+        agent.send(SIGUSR1)
+        let swept = await eventually(timeout: .seconds(60)) { temporaries().isEmpty }
+        #expect(swept, "rsync's temp file stayed: \(temporaries().map { String(decoding: $0, as: UTF8.self) })")
+        print("RemoteMirrorEndToEndTests: \(kills) remote rsync killed mid-transfer; big.bin arrived whole on a later try, never torn; its temp file swept")
+        try await RunCommandTests.stop(agent, r.sandbox)
+    }
+
+    /// The `rsync --server` processes (this machine is the remote) working in `mirror`
+    /// (their paths come over the protocol, `--protect-args`: found by their cwd).
+    static func remoteRsyncs(into mirror: [UInt8]) -> [pid_t] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        let target = String(decoding: mirror, as: UTF8.self)
+        return names.compactMap { name -> pid_t? in
+            guard let pid = pid_t(name), let data = FileManager.default.contents(atPath: "/proc/\(name)/cmdline") else { return nil }
+            let argv = data.split(separator: 0, omittingEmptySubsequences: false).map { Array($0) }
+            guard argv.count > 1, argv[0].reversed().starts(with: Array("rsync".utf8.reversed())), argv.contains(Self.b("--server")),
+                  let cwd = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(name)/cwd"),
+                  cwd == target || cwd + "/" == target || cwd == target + "/" else { return nil }
+            return pid
+        }
+    }
+
     @Test("a remote that hangs (sshd and its sessions stopped) is noticed by keepsync's own timeouts; changes made meanwhile arrive once it answers",
           .timeLimit(.minutes(4)))
     func hangingRemoteCatchesUp() async throws {

@@ -95,6 +95,8 @@ extension RemoteMirror {
         if outcome.status != 0 && !partial {
             let failure = KeepSyncError(.io, "rsync exited \(outcome.status): \(rsyncMessage)")
             for path in allowed { results[path] = .failure(KeepSyncError(failure.code, failure.message, path: path)) }
+            // A remote rsync killed mid-file leaves its temp file: swept now, not at the next pass.
+            sweepLeftovers(of: allowed)
             return []
         }
         if partial { logger.warning("rsync to \(session.host) exited \(outcome.status): \(rsyncMessage)") }
@@ -143,6 +145,19 @@ extension RemoteMirror {
             results[path] = .success(CopyResult(path: path, source: copied, installed: remote))
         }
         return again
+    }
+
+    /// Removes rsync's temp files (`.NAME.XXXXXX`) for `paths` that a failed run left in
+    /// their directories: a listing per directory, a removal per leftover (failures only).
+    func sweepLeftovers(of paths: [RelativePath]) {
+        for (parent, files) in Dictionary(grouping: paths, by: { $0.parent ?? .root }) {
+            guard let entries = try? list(parent) else { continue }
+            let names = Set(files.map(\.name))
+            for e in entries where e.stat.kind == .regular && Self.isRsyncTemporary(e.name)
+                && names.contains(Array(e.name[1..<(e.name.count - 7)])) {
+                _ = try? removeLeftoverTemporary(parent.appending(e.name))
+            }
+        }
     }
 
     /// The pre-transfer stat, always asked of the remote (it checks the ancestors): like
