@@ -178,6 +178,34 @@ struct RemoteMirrorEndToEndTests {
         try await RunCommandTests.stop(agent, r.sandbox)
     }
 
+    @Test("the brake holds a mass deletion on a remote mirror as on a disk: 15 of 20 files gone from the source stay on the remote (sync exits 3, check lists them), other changes go; --allow-mass-delete applies them",
+          .timeLimit(.minutes(2)))
+    func massDeletionIsHeldOnTheRemote() async throws {
+        let r = try Remote("massDeletionIsHeldOnTheRemote")
+        try FS.mkdirs(r.sandbox.source)
+        func name(_ i: Int) -> String { "f\(i < 10 ? "0" : "")\(i)" }
+        for i in 0..<20 { try FS.writeFile(r.sandbox.source / Self.b(name(i)), "file \(i)\n") }
+        try FS.setPastTimes(under: r.sandbox.source)
+        let first = try r.run("sync")
+        try #require(first.status == 0, "\(first)")
+        for i in 0..<15 { try FS.unlink(r.sandbox.source / Self.b(name(i))) }
+        try FS.writeFile(r.sandbox.source / "fresh.txt", "fresh\n")
+        try FS.writeFile(r.sandbox.source / "f19", "changed 19\n")
+
+        let held = try r.run("sync")
+        #expect(held.status == 3, "\(held)")
+        #expect(held.stderrText.contains("held 15 deletions") && held.stderrText.contains("--allow-mass-delete"), "\(held)")
+        for i in 0..<20 { #expect(FS.exists(r.sandbox.mirror / Self.b(name(i))), "\(name(i)) was deleted on the remote despite the brake") }
+        #expect(try FS.readFile(r.sandbox.mirror / "fresh.txt") == Self.b("fresh\n"), "the new file must be applied")
+        #expect(try FS.readFile(r.sandbox.mirror / "f19") == Self.b("changed 19\n"), "the change must be applied")
+        let check = try r.run("check")
+        #expect(check.status == 1 && check.stdoutLines.filter { $0.hasPrefix("- ") }.count == 15, "\(check)")
+
+        let allowed = try r.run("sync", ["--allow-mass-delete"])
+        #expect(allowed.status == 0, "\(allowed)")
+        #expect(r.differences.isEmpty, "\(r.differences)")
+    }
+
     @Test("the remote rsync killed mid-transfer (SIGKILL, as a power cut takes it) leaves no torn file under its name; the file arrives on a later try, the temp file left behind is swept",
           .timeLimit(.minutes(4)))
     func killedRemoteRsyncLeavesNoTornFile() async throws {
