@@ -292,23 +292,26 @@ public final class InMemoryTree: FileAccessorProviding {
             content += chunk
         }
         if durable { try begin(.sync, path) }
-        let name = TemporaryName.prefix + Array(String(state.withLock { $0.nextInode } + 1, radix: 16).utf8)
-        let padded = TemporaryName.prefix + Array(repeating: UInt8(ascii: "0"), count: 16 - (name.count - TemporaryName.prefix.count))
-            + name[TemporaryName.prefix.count...]
-        let temp = path.parent!.appending(padded)
-        try state.withLock { s in
+        // The temp name from the new inode, taken under the same lock: concurrent stages
+        // (groups installing at once) never share one.
+        let padded = try state.withLock { s -> [UInt8] in
             try requireDirectory(s, path.parent)
             let t = Self.advance(&s)
+            let inode = Self.newInode(&s)
+            let digits = Array(String(inode, radix: 16).utf8)
+            let padded = TemporaryName.prefix + Array(repeating: UInt8(ascii: "0"), count: max(0, 16 - digits.count)) + digits
+            let temp = path.parent!.appending(padded)
             let node = Node(kind: .regular, mode: source.stat.mode, mtime: source.stat.mtime, ctime: t,
-                            inode: Self.newInode(&s), content: content, target: [])
+                            inode: inode, content: content, target: [])
             s.nodes[temp] = node
             s.staged.insert(temp)
             // Without its own fsync, the data is durable only after the group's barrier
             // (the name, either way).
             s.record(.put(temp, node))
             if s.durable != nil && !durable { s.volatileData.insert(node.inode) }
+            return padded
         }
-        return StagedFile(path: path, temporaryName: Array(padded), source: source.stat)
+        return StagedFile(path: path, temporaryName: padded, source: source.stat)
     }
 
     /// Counts barriers; with the power-cut model on, makes every change so far durable

@@ -270,4 +270,22 @@ struct MirrorSeamTests {
         #expect(two.commits == 1, "with two at once, \(two.commits) groups committed before the first finished")
         #expect(four.commits == 3, "with four at once, \(four.commits) groups committed before the first finished")
     }
+
+    @Test("a round's copies are shared evenly among the mirror's free group slots: 300 files, four slots, four groups of 75")
+    func roundCopiesShareTheGroupSlots() async throws {
+        let source = InMemoryTree(device: 1)
+        let names = (0..<300).map { Self.p(String(format: "f%03d", $0)) }
+        for name in names { source.writeFile(name, Array("bytes of \(name.escaped)".utf8)) }
+        let mirror = RecordingMirror(concurrentGroups: 4)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let clock = ManualClock()
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        for name in names { await manager.receive(.closedAfterWrite(name)) }
+        await manager.processDue()
+        await manager.waitForCopies()
+        let groups = mirror.recorded.compactMap { if case .install(let paths) = $0 { paths.count } else { nil } }
+        #expect(groups == [75, 75, 75, 75], "group sizes: \(groups)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
 }

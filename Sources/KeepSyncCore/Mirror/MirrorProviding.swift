@@ -49,6 +49,9 @@ public protocol MirrorProviding: FileSystemProviding {
     /// How many group installs may run at once: a local mirror's share its disk and the
     /// copy threads (2); a remote one's mostly wait on the network and the remote's fsyncs.
     var concurrentGroups: Int { get }
+    /// The most files in one group install: a local mirror's group shares one barrier
+    /// (256); a remote one's is one rsync run, whose start and checks cost round trips.
+    var groupFiles: Int { get }
 
     /// Makes every change made so far durable.
     func barrier() throws
@@ -89,6 +92,8 @@ extension MirrorProviding {
     public func endPass() {}
     /// Two: a local disk.
     public var concurrentGroups: Int { 2 }
+    /// 256 files.
+    public var groupFiles: Int { 256 }
     /// One `setAttributes` after the other.
     public func setAttributesAll(_ changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)]) -> [Result<Void, any Error>] {
         changes.map { c in Result { try setAttributes(c.path, mode: c.mode, mtime: c.mtime) } }

@@ -26,8 +26,7 @@ public final class SyncEngine {
     var passWrites: BitSet?
     /// Batch size for record appends.
     static let batchSize = 1024
-    /// A group commit's size: at most this many files or bytes.
-    static let groupFiles = 256
+    /// A group commit's size: at most the mirror's `groupFiles` files, or this many bytes.
     static let groupBytes: UInt64 = 128 << 20
     /// Copies waiting for their group commit, and their size.
     var batch: [RelativePath] = []
@@ -183,7 +182,7 @@ public final class SyncEngine {
             }
             batch.append(path)
             batchBytes += state.source?.size ?? 0
-            if batch.count >= SyncEngine.groupFiles || batchBytes >= SyncEngine.groupBytes { commitBatch(&summary) }
+            if batch.count >= mirror.groupFiles || batchBytes >= SyncEngine.groupBytes { commitBatch(&summary) }
         case .makeDirectory(let path, let mode):
             let st = try mirror.makeDirectory(path, mode: mode)
             summary.createdDirectories += 1

@@ -12,8 +12,9 @@ extension SyncManager {
 
     /// Starts copy work while workers are free. A lone file with nothing else copying is
     /// installed on its own (the latency path); otherwise what queued goes out in groups
-    /// of up to 256 (one group commit each), at most two at once (the mirror's
-    /// `concurrentGroups`), so a burst shares a few barriers instead of paying one per file.
+    /// of up to the mirror's `groupFiles` (one group commit each), shared among at most its
+    /// `concurrentGroups` at once, so a burst shares a few barriers instead of paying one
+    /// per file.
     func startCopies() {
         if holdingCopies { return }
         while !copyQueue.isEmpty, !stopping, unreachable == nil {
@@ -21,7 +22,9 @@ extension SyncManager {
             if copyQueue.count == 1 && workers < executor.limit && (workers == 0 || groupsRunning == 0) {
                 size = 1
             } else if workers < min(mirror.concurrentGroups, executor.limit) {
-                size = min(256, copyQueue.count)
+                // What waits, shared among the free group slots (at most `groupFiles` each).
+                let free = min(mirror.concurrentGroups, executor.limit) - workers
+                size = min(mirror.groupFiles, (copyQueue.count + free - 1) / free)
             } else {
                 break
             }

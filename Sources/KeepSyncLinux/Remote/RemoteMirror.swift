@@ -147,6 +147,8 @@ public final class RemoteMirror: MirrorProviding {
 
     /// Four rsync runs at once: each waits mostly on the link and the remote's fsyncs.
     public var concurrentGroups: Int { 4 }
+    /// Up to 1,024 files per rsync run: each run costs a check, a start and a stat.
+    public var groupFiles: Int { 1024 }
 
     // MARK: Passes
 
