@@ -238,13 +238,18 @@ struct MirrorSeamTests {
         // All 300 wait in the stream before the manager takes any, as behind a slow round.
         let (events, feed) = AsyncStream<WatchEvent>.makeStream()
         for name in names { feed.yield(.closedAfterWrite(name)) }
-        let consumer = Task { await manager.consume(events) }
-        let runner = Task { await manager.run() }
-        let done = await eventually(timeout: .seconds(30), every: .milliseconds(10)) { mirror.tree.nodes.values.filter { $0.kind == .regular }.count == names.count }
-        feed.finish()
-        await manager.stop()
-        await runner.value
-        await consumer.value
+        // Off the test pool (its tasks inherit the thread): in a full run blocking tests hold
+        // the pool's two threads for seconds, and a consumer started there waited with them.
+        let done = try await offThePool {
+            let consumer = Task { await manager.consume(events) }
+            let runner = Task { await manager.run() }
+            let done = await eventually(timeout: .seconds(30), every: .milliseconds(10)) { mirror.tree.nodes.values.filter { $0.kind == .regular }.count == names.count }
+            feed.finish()
+            await manager.stop()
+            await runner.value
+            await consumer.value
+            return done
+        }
         let rounds = mirror.readRounds.withLock { $0 }
         #expect(done, "\(mirror.tree.nodes.values.filter { $0.kind == .regular }.count) of \(names.count) files mirrored")
         #expect(rounds.reduce(0, +) >= names.count && rounds.count <= 5, "\(rounds.count) rounds for \(names.count) waiting events: \(rounds.prefix(20))")
