@@ -333,13 +333,7 @@ public final class RemoteMirror: MirrorProviding {
 
     /// `chmod` and/or `touch -d @S.N` on the remote, never through a symlink.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
-        state.withLock { s in
-            s.pass?.attributesChanged(path)
-            s.reads?.attributesChanged(path)
-        }
-        let reply = try call(RemoteScript.setAttributes, items: [[try argument(path), mode.map(Self.octal) ?? [0x2D],
-                                                                 mtime.map(Self.touchTime) ?? [0x2D]]], perCall: 3)[0]
-        guard reply.token == "0" else { throw reply.error(path, "set attributes") }
+        try setAttributesAll([(path, mode, mtime)])[0].get()
     }
 
     /// Several `setAttributes` in one round trip; a result per change.
