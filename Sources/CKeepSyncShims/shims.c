@@ -37,6 +37,10 @@ int ks_fs_type(int fd, int64_t *out) {
     return r;
 }
 
+ssize_t ks_getdents64(int fd, void *buf, size_t len) {
+    return syscall(SYS_getdents64, fd, buf, len);
+}
+
 int ks_getversion(int fd, uint64_t *out) {
     int v = 0;
     int r = ioctl(fd, FS_IOC_GETVERSION, &v);

@@ -330,6 +330,20 @@ struct FileTreeContractTests {
         #expect(entries.first { $0.name == Self.cafe }?.stat == cafeStat)
     }
 
+    @Test("list returns every entry of a directory larger than one read (3,000 long names)", arguments: Kind.allCases)
+    func listLargeDirectory(kind: Kind) throws {
+        let f = try Fixture(kind)
+        defer { f.cleanup() }
+        // About 600 KiB of directory records: getdents64 fills its 32 KiB buffer many times.
+        let names = (0..<3000).map { i in Self.b("entry-\(i)-" + String(repeating: "n", count: 180)) }
+        for name in names { try f.mirrorRaw.writeFile(RelativePath(bytes: name), [], mode: 0o644, mtime: Self.t1) }
+        let listed = try f.mirror.list(.root)
+        #expect(listed.count == names.count)
+        #expect(Set(listed.map(\.name)) == Set(names))
+        // A second listing of the same tree starts again from the first entry.
+        #expect(try f.mirror.list(.root).count == names.count)
+    }
+
     @Test("list of a missing directory, or of a file, throws .notFound", arguments: Kind.allCases)
     func listMissing(kind: Kind) throws {
         let f = try Fixture(kind)

@@ -34,6 +34,8 @@ int ks_getversion(int fd, uint64_t *out);
 /// fstatfs's f_type.
 int ks_fs_type(int fd, int64_t *out);
 int ks_flock(int fd, int op);
+/// getdents64(2): raw linux_dirent64 records into buf; 0 at the end.
+ssize_t ks_getdents64(int fd, void *buf, size_t len);
 int ks_mallopt_arena_max(int n);
 /// malloc_trim(0): freed heap pages go back to the system.
 int ks_malloc_trim(void);

@@ -182,31 +182,15 @@ enum Inotify {
     /// `fstatat(AT_SYMLINK_NOFOLLOW)` where the file system does not fill it in. The
     /// descriptor stays open and owned by the caller.
     static func entries(_ dir: FileDescriptor) throws(Errno) -> [Entry] {
-        let copy = try valueOrErrno { dup(dir.rawValue) }
-        guard let stream = fdopendir(copy) else {
-            let e = Errno.current
-            Glibc.close(copy)
-            throw e
-        }
-        defer { closedir(stream) }
-        rewinddir(stream)
         var result: [Entry] = []
-        while true {
-            errno = 0
-            guard let entry = readdir(stream) else {
-                if errno != 0 { throw Errno.current }
-                return result
-            }
-            let name: [UInt8] = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
-                Array(raw.prefix { $0 != 0 })
-            }
-            if name == [0x2E] || name == [0x2E, 0x2E] { continue }
-            let type = Int(entry.pointee.d_type)
-            var isDirectory = type == DT_DIR
-            if type == DT_UNKNOWN {
+        try Sys.forEachEntry(dir) { (raw, type) throws(Errno) in
+            let name = Array(raw)
+            var isDirectory = Int(type) == DT_DIR
+            if Int(type) == DT_UNKNOWN {
                 isDirectory = (try? Sys.lstat(dir, name))??.kind == .directory
             }
             result.append(Entry(name: name, isDirectory: isDirectory))
         }
+        return result
     }
 }
