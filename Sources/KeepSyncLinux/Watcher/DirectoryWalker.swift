@@ -43,6 +43,8 @@ final class DirectoryWalker {
     private let rootFD: FileDescriptor
     private let rootPath: [UInt8]
     private let useProc: Bool
+    /// openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS works here (Linux 5.6+).
+    private let hasOpenat2: Bool
     private let excludes: ExcludeMatcher
     private let outbox: EventOutbox
     private let logger: Logger
@@ -67,6 +69,12 @@ final class DirectoryWalker {
         self.rootFD = rootFD
         self.rootPath = rootPath
         self.useProc = Inotify.hasProcFileDescriptors
+        if let probe = try? Sys.open2(rootFD, [0x2E], O_RDONLY | O_DIRECTORY, resolve: PosixFileSystem.resolveFlags) {
+            probe.close()
+            hasOpenat2 = true
+        } else {
+            hasOpenat2 = false
+        }
         self.excludes = excludes
         self.outbox = outbox
         self.logger = logger
@@ -169,13 +177,20 @@ final class DirectoryWalker {
     /// Opens a node's directory from the root, never following a symlink, and checks it
     /// is the same directory; nil when the tree is behind the file system.
     func open(_ node: WatchNode) -> FileDescriptor? {
-        guard var fd = try? Sys.open(rootFD, [0x2E], O_RDONLY | O_DIRECTORY) else { return nil }
-        for name in node.names {
-            let next = try? Sys.open(fd, name, DirectoryWalker.directoryFlags)
-            fd.close()
-            guard let next else { return nil }
-            fd = next
+        let names = node.names
+        var opened: FileDescriptor?
+        if !names.isEmpty, hasOpenat2 {
+            // One call, confined below the root with no link followed: what the loop does.
+            opened = try? Sys.open2(rootFD, node.path.bytes, DirectoryWalker.directoryFlags, resolve: PosixFileSystem.resolveFlags)
+        } else {
+            opened = try? Sys.open(rootFD, [0x2E], O_RDONLY | O_DIRECTORY)
+            for name in names {
+                guard let fd = opened else { break }
+                opened = try? Sys.open(fd, name, DirectoryWalker.directoryFlags)
+                fd.close()
+            }
         }
+        guard let fd = opened else { return nil }
         guard let stat = try? fd.stat(), FileIdentity(device: stat.device, inode: stat.inode) == node.identity else {
             fd.close()
             return nil

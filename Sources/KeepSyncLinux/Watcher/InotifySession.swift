@@ -175,8 +175,11 @@ final class InotifySession: @unchecked Sendable {
         poller.adopt(tree.takeNewlyUnwatched(), list: look)
         if limit.isDue(now: clock.now), !rootGone {
             let started = clock.now
+            let count = tree.unwatched.count
             pollUnwatched()
-            limit.polled(started: started, took: started.duration(to: clock.now))
+            let took = started.duration(to: clock.now)
+            limit.polled(started: started, took: took)
+            logger.debug("polled \(count) unwatched directories in \(milliseconds(took)) ms; the next poll in \(limit.period.components.seconds) s")
         }
         limit.note(unwatched: tree.unwatched.count, now: clock.now)
         publish()
@@ -201,7 +204,7 @@ final class InotifySession: @unchecked Sendable {
             }
         }
         poller.adopt(tree.takeNewlyUnwatched(), list: look)
-        for node in tree.unwatched.values.sorted(by: { $0.path < $1.path }) {
+        for (_, node) in UnwatchedPoller.inPathOrder(tree.unwatched) {
             guard let wd = walker.watchExisting(node) else { break }
             tree.watched(node, as: wd)
             poller.forget(node)

@@ -59,7 +59,7 @@ final class UnwatchedPoller {
         -> [(node: WatchNode, changes: [Change])] {
         for key in looks.keys where unwatched[key] == nil { looks[key] = nil }
         var found: [(WatchNode, [Change])] = []
-        for (key, node) in unwatched.sorted(by: { $0.value.path < $1.value.path }) where !node.detached {
+        for (key, node) in Self.inPathOrder(unwatched) where !node.detached {
             guard let now = list(node) else { continue }
             let before = looks[key] ?? [:]
             looks[key] = now
@@ -67,6 +67,15 @@ final class UnwatchedPoller {
             if !changes.isEmpty { found.append((node, changes)) }
         }
         return found
+    }
+
+    /// `nodes` in path order, the same at every poll (a change waits about one period
+    /// whatever the directory's place). Each path is built once: sorting on `node.path`
+    /// built two per comparison and was half of a poll of 9,800 directories.
+    static func inPathOrder(_ nodes: [ObjectIdentifier: WatchNode]) -> [(key: ObjectIdentifier, node: WatchNode)] {
+        nodes.map { (path: $0.value.path, key: $0.key, node: $0.value) }
+            .sorted { $0.path < $1.path }
+            .map { (key: $0.key, node: $0.node) }
     }
 
     /// The changes from `before` to `now` in the directory at `path`, by name.
