@@ -42,7 +42,8 @@ struct RecordTableTests {
             for d in 0..<100 {
                 for f in 0..<10 { t[RelativePath("r\(round)/d\(d)/f\(f)")] = Self.record("r\(round)/d\(d)/f\(f)", inode: UInt64(f)) }
             }
-            #expect(t.internedDirectories == 100)
+            // The 100 directories, and above them r<round> and the root.
+            #expect(t.internedDirectories == 102)
             #expect(t.paths(within: RelativePath("r\(round)/d7")).count == 10)
             for d in 0..<100 {
                 for f in 0..<10 { t[RelativePath("r\(round)/d\(d)/f\(f)")] = nil }
@@ -91,6 +92,14 @@ struct RecordTableTests {
         #expect(Set(t.paths(within: RelativePath("a"))) == Set(["a", "a/b", "a/b/c", "a/bc"].map(RelativePath.init)))
         #expect(t.paths(within: RelativePath("nothing")).isEmpty)
         #expect(t.paths(within: .root).count == 7)
+        // No record for z or z/a: what lies below them is still found.
+        #expect(t.paths(within: RelativePath("z")) == [RelativePath("z/a/b")])
+        #expect(t.paths(within: RelativePath("z/a")) == [RelativePath("z/a/b")])
+        #expect(t.paths(within: RelativePath("z/a/b")) == [RelativePath("z/a/b")])
+        #expect(t.paths(within: RelativePath("a/b/c")) == [RelativePath("a/b/c")])
+        t[RelativePath("z/a/b")] = nil
+        // Left: the root, a, a/b and ab.
+        #expect(t.paths(within: RelativePath("z")).isEmpty && t.internedDirectories == 4)
     }
 
     @Test("slots are stable for a scan and reused after a removal")

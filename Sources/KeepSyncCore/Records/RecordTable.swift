@@ -35,8 +35,9 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
     private var deletedBuckets = 0
     private var directories: [RelativePath] = []
     private var directoryIndex: [RelativePath: UInt32] = [:]
-    /// Live records per interned directory; one that reaches 0 is dropped and its number
-    /// reused, so the table does not grow with every directory ever seen.
+    /// Live records and interned child directories per interned directory; one that
+    /// reaches 0 is dropped and its number reused, so the table does not grow with every
+    /// directory ever seen.
     private var directoryRecords: [UInt32] = []
     private var freeDirectories: [UInt32] = []
     private var devices: [UInt64] = []
@@ -126,11 +127,14 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         return slots(within: scope).map { path(ofSlot: $0) }
     }
 
-    /// The slots of the records at or below `scope` (any order); a file's scope costs
-    /// one pass over the interned directories, not over every record.
+    /// The slots of the records at or below `scope` (any order). A scope that is no
+    /// interned directory (a file's, most live changes) costs one lookup: any record below
+    /// it would have interned it. A directory's costs a pass over the interned directories
+    /// and the records.
     public func slots(within scope: RelativePath) -> [Int] {
         var out: [Int] = []
         if let own = slotIndex(of: scope) { out.append(own) }
+        guard directoryIndex[scope] != nil else { return out }
         var inside = BitSet()
         for (i, d) in directories.enumerated() where directoryRecords[i] > 0 && d.isWithin(scope) { inside.insert(i) }
         guard inside.count > 0 else { return out }
@@ -299,14 +303,7 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
     private mutating func release(_ i: Int) {
         unaccount(i)
         let d = slots[i].directory
-        if d != UInt32.max {
-            directoryRecords[Int(d)] -= 1
-            if directoryRecords[Int(d)] == 0 {
-                directoryIndex[directories[Int(d)]] = nil
-                directories[Int(d)] = .root
-                freeDirectories.append(d)
-            }
-        }
+        if d != UInt32.max { releaseDirectory(d) }
         garbage += Int(slots[i].nameLength) + Int(slots[i].linkLength)
         slots[i] = Slot()
         free.append(UInt32(i))
@@ -327,25 +324,41 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
     }
 
     /// The number of `directory`, interned if new; `adding` counts one more record in it.
+    /// A new directory counts as one in its parent, interned in turn: every interned
+    /// directory's ancestors are interned, so nothing lies below a path that is not.
     private mutating func intern(_ directory: RelativePath, adding: Bool) -> UInt32 {
         let i: UInt32
         if let known = directoryIndex[directory] {
             i = known
-        } else if let reused = freeDirectories.popLast() {
-            i = reused
-            directories[Int(i)] = directory
-            directoryIndex[directory] = i
         } else {
-            i = UInt32(directories.count)
-            directories.append(directory)
-            directoryRecords.append(0)
+            if let parent = directory.parent { _ = intern(parent, adding: true) }
+            if let reused = freeDirectories.popLast() {
+                i = reused
+                directories[Int(i)] = directory
+            } else {
+                i = UInt32(directories.count)
+                directories.append(directory)
+                directoryRecords.append(0)
+            }
             directoryIndex[directory] = i
         }
         if adding { directoryRecords[Int(i)] += 1 }
         return i
     }
 
-    /// Directories interned now (each holds at least one record).
+    /// One record or child directory fewer in directory `d`; with none left it is dropped
+    /// (and counts no more in its parent).
+    private mutating func releaseDirectory(_ d: UInt32) {
+        directoryRecords[Int(d)] -= 1
+        guard directoryRecords[Int(d)] == 0 else { return }
+        let path = directories[Int(d)]
+        directoryIndex[path] = nil
+        directories[Int(d)] = .root
+        freeDirectories.append(d)
+        if let parent = path.parent, let p = directoryIndex[parent] { releaseDirectory(p) }
+    }
+
+    /// Directories interned now (each holds a record, or an interned directory).
     var internedDirectories: Int { directoryIndex.count }
 
     /// Index buckets in use: one per live record when the index is sound.
