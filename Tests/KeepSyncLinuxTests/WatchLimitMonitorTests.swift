@@ -35,11 +35,11 @@ struct WatchLimitMonitorTests {
         #expect(warnings.first?.contains("sysctl fs.inotify.max_user_watches=") == true)
         #expect(warnings.first?.contains("polled every 30 s") == true, "\(warnings)")
 
-        // The next poll counts from the start of the last, not its end: a change waits
-        // at most one period.
+        // The next poll counts from the start of the last, not its end, and starts twice
+        // the last one's length early: a change is reported within one period.
         monitor.polled(started: start + .seconds(30), took: .milliseconds(200))
         monitor.note(unwatched: 2, now: start + .seconds(31))
-        #expect(monitor.due == start + .seconds(60))
+        #expect(monitor.due == start + .seconds(60) - .milliseconds(400))
         #expect(monitor.period == .seconds(30))
         #expect(lines.withLock { $0.count } == 1, "one warning per episode")
 
@@ -49,21 +49,29 @@ struct WatchLimitMonitorTests {
         #expect(lines.withLock { $0.last } == "inotify: every directory is watched again")
     }
 
-    @Test("a poll that takes long stretches the period towards 100 times its length, at most doubling per poll")
+    @Test("a poll that takes long stretches the period to 100 times its length in whole intervals, at most doubling per poll")
     func slowPollsStretchThePeriod() {
         var monitor = WatchLimitMonitor(interval: .seconds(10), logger: logger)
         let start = ContinuousClock.now
         monitor.note(unwatched: 9000, now: start)
         monitor.polled(started: start + .seconds(10), took: .milliseconds(150))
-        #expect(monitor.period == .seconds(15))
-        #expect(monitor.due == start + .seconds(25))
+        #expect(monitor.period == .seconds(20))
+        #expect(monitor.due == start + .seconds(30) - .milliseconds(300))
+        // A cost that wavers around the same figure leaves the period as it is.
+        monitor.polled(started: start + .seconds(30), took: .milliseconds(185))
+        #expect(monitor.period == .seconds(20))
+        monitor.polled(started: start + .seconds(50), took: .milliseconds(95))
+        #expect(monitor.period == .seconds(20), "95 ms is not well inside 10 s")
+        monitor.polled(started: start + .seconds(70), took: .milliseconds(216))
+        #expect(monitor.period == .seconds(30), "rounded up, never under 100 times the cost")
         // One very slow poll (a big tree arrived): doubled, not a hundredfold.
-        monitor.polled(started: start + .seconds(25), took: .seconds(20))
-        #expect(monitor.period == .seconds(30))
-        monitor.polled(started: start + .seconds(55), took: .milliseconds(50))
+        monitor.polled(started: start + .seconds(100), took: .seconds(20))
+        #expect(monitor.period == .seconds(60))
+        monitor.polled(started: start + .seconds(160), took: .milliseconds(50))
         #expect(monitor.period == .seconds(10), "never below the interval")
-        monitor.polled(started: start + .seconds(65), took: .seconds(1))
-        monitor.note(unwatched: 0, now: start + .seconds(70))
+        #expect(monitor.due == start + .seconds(170) - .milliseconds(100))
+        monitor.polled(started: start + .seconds(170), took: .seconds(1))
+        monitor.note(unwatched: 0, now: start + .seconds(175))
         #expect(monitor.period == .seconds(10), "every directory watched: the next episode starts afresh")
     }
 }

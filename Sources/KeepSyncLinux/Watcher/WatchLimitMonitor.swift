@@ -2,10 +2,12 @@ import KeepSyncCore
 
 /// The inotify watch limit (`fs.inotify.max_user_watches`): while it leaves directories
 /// unwatched, says so once (with the sysctl to raise) and schedules a poll of them at a
-/// fixed rate, every `period` from the start of the last one, so that a change there
-/// waits at most one period; says so again when every directory is watched. The period
-/// is `interval`, or 100 times what the last poll took when that is longer: looking at
-/// many unwatched directories keeps to about 1% of a core.
+/// fixed rate, so that a change there reaches the mirror within one `period`, the figure
+/// status reports. The period is `interval`, or 100 times what the last poll took rounded
+/// up to a whole number of intervals when that is longer (looking at many unwatched
+/// directories keeps to about 1% of a core); rounded, it stays put while the cost
+/// wavers. Each poll starts twice the last one's length before the period is up: what it
+/// finds is reported when it ends.
 struct WatchLimitMonitor {
     /// The shortest time between polls of the unwatched directories.
     let interval: Duration
@@ -30,12 +32,19 @@ struct WatchLimitMonitor {
     }
 
     /// A poll that began at `started` took `took`: the next one is due a period after its
-    /// start (`note` drops it when nothing is unwatched any more).
+    /// start, less twice `took` (`note` drops it when nothing is unwatched any more).
     mutating func polled(started: ContinuousClock.Instant, took: Duration) {
-        // At most doubling per poll: one slow poll (a big tree arriving) does not push the
-        // next one a hundred periods away.
-        period = min(max(interval, took * 100), period * 2)
-        due = started + period
+        let steps = max(1, ((took * 100) / interval).rounded(.up))
+        let wanted = interval * Int(steps)
+        if wanted > period {
+            // At most doubling per poll: one slow poll (a big tree arriving) does not push
+            // the next one a hundred periods away.
+            period = min(wanted, period * 2)
+        } else if wanted < period, took * 125 <= wanted {
+            // Shorter only when the cost is well inside the shorter period.
+            period = wanted
+        }
+        due = started + period - min(took * 2, period / 10)
     }
 
     /// Notes how many directories are unwatched at `now`: logs once per episode and
