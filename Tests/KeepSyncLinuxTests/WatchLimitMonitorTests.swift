@@ -49,7 +49,7 @@ struct WatchLimitMonitorTests {
         #expect(lines.withLock { $0.last } == "inotify: every directory is watched again")
     }
 
-    @Test("a poll that takes long stretches the period to 100 times its length in whole intervals, at most doubling per poll")
+    @Test("a poll costing over 1.25% of the period stretches it to 100 times its length in whole intervals, at most doubling per poll")
     func slowPollsStretchThePeriod() {
         var monitor = WatchLimitMonitor(interval: .seconds(10), logger: logger)
         let start = ContinuousClock.now
@@ -63,15 +63,17 @@ struct WatchLimitMonitorTests {
         monitor.polled(started: start + .seconds(50), took: .milliseconds(95))
         #expect(monitor.period == .seconds(20), "95 ms is not well inside 10 s")
         monitor.polled(started: start + .seconds(70), took: .milliseconds(216))
-        #expect(monitor.period == .seconds(30), "rounded up, never under 100 times the cost")
+        #expect(monitor.period == .seconds(20), "1.08% of the period: the figure status gave stays")
+        monitor.polled(started: start + .seconds(90), took: .milliseconds(260))
+        #expect(monitor.period == .seconds(30), "past 1.25%: rounded up, never under 100 times the cost")
         // One very slow poll (a big tree arrived): doubled, not a hundredfold.
-        monitor.polled(started: start + .seconds(100), took: .seconds(20))
+        monitor.polled(started: start + .seconds(120), took: .seconds(20))
         #expect(monitor.period == .seconds(60))
-        monitor.polled(started: start + .seconds(160), took: .milliseconds(50))
+        monitor.polled(started: start + .seconds(180), took: .milliseconds(50))
         #expect(monitor.period == .seconds(10), "never below the interval")
-        #expect(monitor.due == start + .seconds(170) - .milliseconds(100))
-        monitor.polled(started: start + .seconds(170), took: .seconds(1))
-        monitor.note(unwatched: 0, now: start + .seconds(175))
+        #expect(monitor.due == start + .seconds(190) - .milliseconds(100))
+        monitor.polled(started: start + .seconds(190), took: .seconds(1))
+        monitor.note(unwatched: 0, now: start + .seconds(195))
         #expect(monitor.period == .seconds(10), "every directory watched: the next episode starts afresh")
     }
 }

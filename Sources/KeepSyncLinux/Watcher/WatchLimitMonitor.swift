@@ -3,11 +3,12 @@ import KeepSyncCore
 /// The inotify watch limit (`fs.inotify.max_user_watches`): while it leaves directories
 /// unwatched, says so once (with the sysctl to raise) and schedules a poll of them at a
 /// fixed rate, so that a change there reaches the mirror within one `period`, the figure
-/// status reports. The period is `interval`, or 100 times what the last poll took rounded
-/// up to a whole number of intervals when that is longer (looking at many unwatched
-/// directories keeps to about 1% of a core); rounded, it stays put while the cost
-/// wavers. Each poll starts twice the last one's length before the period is up: what it
-/// finds is reported when it ends.
+/// status reports. The period is `interval`, or 100 times what a poll takes rounded up to
+/// a whole number of intervals when that is longer (looking at many unwatched directories
+/// keeps to about 1% of a core). It grows only when a poll costs more than 1.25% of it and
+/// shrinks only when one costs under 0.8% of the shorter one, so the figure status gave
+/// stays true while the cost wavers. Each poll starts twice the last one's length before
+/// the period is up: what it finds is reported when it ends.
 struct WatchLimitMonitor {
     /// The shortest time between polls of the unwatched directories.
     let interval: Duration
@@ -36,7 +37,7 @@ struct WatchLimitMonitor {
     mutating func polled(started: ContinuousClock.Instant, took: Duration) {
         let steps = max(1, ((took * 100) / interval).rounded(.up))
         let wanted = interval * Int(steps)
-        if wanted > period {
+        if took * 80 > period {
             // At most doubling per poll: one slow poll (a big tree arriving) does not push
             // the next one a hundred periods away.
             period = min(wanted, period * 2)
