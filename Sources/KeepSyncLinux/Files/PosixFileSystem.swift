@@ -21,13 +21,14 @@ public final class PosixFileSystem: FileSystemProviding {
         } catch {
             throw KeepSyncError(error.code, "open: \(error.text)", path: nil, errno: error.rawValue)
         }
-        do throws(Errno) {
-            let probe = try Sys.open2(root, [0x2E], O_RDONLY | O_DIRECTORY, resolve: PosixFileSystem.resolveFlags)
-            probe.close()
-            hasOpenat2 = true
-        } catch {
-            hasOpenat2 = false
-        }
+        hasOpenat2 = PosixFileSystem.confinedOpenWorks(root)
+    }
+
+    /// Whether openat2 with `resolveFlags` works below `dir` (Linux 5.6+).
+    static func confinedOpenWorks(_ dir: FileDescriptor) -> Bool {
+        guard let probe = try? Sys.open2(dir, [0x2E], O_RDONLY | O_DIRECTORY, resolve: resolveFlags) else { return false }
+        probe.close()
+        return true
     }
 
     deinit { root.close() }

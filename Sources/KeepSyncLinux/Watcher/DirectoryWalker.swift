@@ -69,12 +69,7 @@ final class DirectoryWalker {
         self.rootFD = rootFD
         self.rootPath = rootPath
         self.useProc = Inotify.hasProcFileDescriptors
-        if let probe = try? Sys.open2(rootFD, [0x2E], O_RDONLY | O_DIRECTORY, resolve: PosixFileSystem.resolveFlags) {
-            probe.close()
-            hasOpenat2 = true
-        } else {
-            hasOpenat2 = false
-        }
+        hasOpenat2 = PosixFileSystem.confinedOpenWorks(rootFD)
         self.excludes = excludes
         self.outbox = outbox
         self.logger = logger
@@ -177,14 +172,14 @@ final class DirectoryWalker {
     /// Opens a node's directory from the root, never following a symlink, and checks it
     /// is the same directory; nil when the tree is behind the file system.
     func open(_ node: WatchNode) -> FileDescriptor? {
-        let names = node.names
+        let path = node.path
         var opened: FileDescriptor?
-        if !names.isEmpty, hasOpenat2 {
+        if !path.isRoot, hasOpenat2 {
             // One call, confined below the root with no link followed: what the loop does.
-            opened = try? Sys.open2(rootFD, node.path.bytes, DirectoryWalker.directoryFlags, resolve: PosixFileSystem.resolveFlags)
+            opened = try? Sys.open2(rootFD, path.bytes, DirectoryWalker.directoryFlags, resolve: PosixFileSystem.resolveFlags)
         } else {
             opened = try? Sys.open(rootFD, [0x2E], O_RDONLY | O_DIRECTORY)
-            for name in names {
+            for name in node.names {
                 guard let fd = opened else { break }
                 opened = try? Sys.open(fd, name, DirectoryWalker.directoryFlags)
                 fd.close()
