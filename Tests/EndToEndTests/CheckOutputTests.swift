@@ -3,7 +3,7 @@ import Testing
 import KeepSyncTestSupport
 
 /// What `keepsync check` prints and returns.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct CheckOutputTests {
     @Test func aSameSizeContentChangeWithANewMtimeIsOneTildeLine() throws {
         let sandbox = try Sandbox()

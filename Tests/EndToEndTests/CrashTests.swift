@@ -15,7 +15,7 @@ import KeepSyncTestSupport
 /// some version its source path had), then a restart, then I1 (mirror equals source,
 /// modes and mtimes included), I6 (the restart loads the store; `status --json` is
 /// valid) and no `.keepsync-tmp-*` left. Seeded: `KEEPSYNC_CRASH_SEED=N` replays.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct CrashTests {
     /// Kill points required per test.
     static let initialSyncKillPoints = 30
@@ -167,7 +167,7 @@ struct CrashTests {
 // MARK: - Safety under stress (issue 5, item 7)
 
 /// Two agents started at once; `rm -rf` of 90% of the source while the agent is stopped.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct SafetyUnderStressTests {
     /// Spawns two `keepsync run` on the same state back to back (the same instant, as far
     /// as a test can tell) and returns them once one of them has ended.

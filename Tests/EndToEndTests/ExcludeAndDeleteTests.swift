@@ -4,7 +4,7 @@ import KeepSyncTestSupport
 import KeepSyncCore
 
 /// `--exclude` and the propagation of deletions.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct ExcludeAndDeleteTests {
     static let excludes: [any CommandArgument] = ["--exclude", "*.log", "--exclude", "build/"]
 

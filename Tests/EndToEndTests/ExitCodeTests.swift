@@ -1,9 +1,10 @@
 import Glibc
+import KeepSyncTestSupport
 import Testing
 import KeepSyncCore
 
 /// Exit codes 0, 1 and 2, and where the messages go.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct ExitCodeTests {
     @Test func helpGoesToStdoutAndExitsZero() throws {
         let sandbox = try Sandbox()

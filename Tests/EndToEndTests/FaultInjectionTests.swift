@@ -9,7 +9,7 @@ import KeepSyncTestSupport
 /// mirror that fills up, a mirror remounted read-only, fsync and syncfs failing with EIO
 /// (strace), unreadable source paths for an unprivileged agent (setpriv), and a source
 /// root unmounted or renamed away while `run` mirrors it. Needs root (mount, setpriv).
-@Suite(.serialized, .enabled(if: geteuid() == 0, "needs root: it mounts file systems and drops privileges with setpriv"))
+@Suite(.serialized, .offThePool, .enabled(if: geteuid() == 0, "needs root: it mounts file systems and drops privileges with setpriv"))
 struct FaultInjectionTests {
     // MARK: ENOSPC
 

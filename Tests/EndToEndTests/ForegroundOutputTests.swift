@@ -6,7 +6,7 @@ import KeepSyncTestSupport
 /// What `sync` and `run` print on stderr: journald lines (`<N>`, no time, no progress)
 /// when stderr is not a terminal; on a pseudo-terminal, time and level on every line,
 /// a single live progress line that ends in the summary, and a clean Ctrl-C.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct ForegroundOutputTests {
     static var journaldLine: Regex<Substring> { #/^<[3467]>keepsync: /# }
     static var timestamp: Regex<Substring> { #/[0-9]{2}:[0-9]{2}:[0-9]{2}/# }

@@ -10,7 +10,7 @@ import KeepSyncTestSupport
 /// paths, special files, type flips, a file rewritten in place while it is copied, and
 /// two swap attacks (a mirror directory swapped for a link to an outside canary; a
 /// source file or directory swapped for a link to a secret).
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct HostileInputTests {
     /// Names as bytes: not UTF-8, newline, backslash, leading dash, 255 bytes, names that
     /// look like keepsync's temp files (mirrored like any other), spaces, a lone quote.

@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
+import KeepSyncTestSupport
 import Testing
 import KeepSyncCore
 
 /// A resync touches only what differs, and repairs a mirror changed behind keepsync's back.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct IncrementalSyncTests {
     /// A source with several files, a link and nested directories, synced once.
     static func prepare(_ sandbox: Sandbox) throws {

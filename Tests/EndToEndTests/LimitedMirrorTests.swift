@@ -10,7 +10,7 @@ import KeepSyncTestSupport
 /// loop device, and a tmpfs that holds everything, for comparison. Each case runs the built
 /// binary on a source that has what such disks refuse: a symlink, a `:` name, a Latin-1
 /// (not UTF-8) name, two names differing only in case, modes 0755 and 0600, nanosecond mtimes.
-@Suite(.serialized, .enabled(if: LoopMount.available,
+@Suite(.serialized, .offThePool, .enabled(if: LoopMount.available,
                              "needs root, /dev/fuse, loop devices and mkfs.exfat, mount.exfat-fuse, mkntfs, ntfs-3g (.ci/run installs them)"))
 struct LimitedMirrorTests {
     // MARK: sync and check

@@ -1,8 +1,9 @@
 import Glibc
+import KeepSyncTestSupport
 import Testing
 
 /// stderr's shape: journald priorities when not a terminal, levels, foreground lines.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct LoggingTests {
     /// The `<N>` prefix of a line, if any.
     static func priority(_ line: String) -> Int? {

@@ -1,8 +1,9 @@
 import Glibc
+import KeepSyncTestSupport
 import Testing
 
 /// The first `sync` of a tree with every kind of entry and awkward name.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct MirrorFidelityTests {
     static let cafe = bytes("caf") + [0xE9]
     static let newline = bytes("new\nline")

@@ -1,9 +1,10 @@
 import Glibc
+import KeepSyncTestSupport
 import Testing
 import KeepSyncCore
 
 /// How paths, the configuration file and the default state directory are found.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct PathsAndConfigurationTests {
     @Test func rootPathsThatAreNotUtf8Work() throws {
         let sandbox = try Sandbox()

@@ -20,7 +20,7 @@ import KeepSyncTestSupport
 /// deletions), and `run` through a burst of files and of links with long targets (their
 /// records outgrow the log's 1 MiB allowance: a background compaction),
 /// live rewrites, and its stop (a compaction).
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct PowerCutTests {
     /// Crash states required over the three recordings.
     static let requiredStates = 200

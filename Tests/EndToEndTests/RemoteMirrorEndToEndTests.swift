@@ -7,7 +7,7 @@ import Testing
 /// on the loopback (issue 18): the remote is this machine, so what arrived is read
 /// through the local file system. Skipped, with the reason printed, where OpenSSH or
 /// rsync is missing (`.ci/run` installs both).
-@Suite("Remote mirror, end to end", .serialized)
+@Suite("Remote mirror, end to end", .serialized, .offThePool)
 struct RemoteMirrorEndToEndTests {
     /// A sandbox whose mirror is reached over a loopback sshd.
     final class Remote {

@@ -7,7 +7,7 @@ import KeepSyncCore
 
 /// `keepsync run` as a child process: status, live mirroring, signals, the lock.
 /// Every wait is a deadline poll; stderr goes to a file in the sandbox.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct RunCommandTests {
     // MARK: Cases
 

@@ -3,7 +3,7 @@ import Testing
 import KeepSyncTestSupport
 
 /// Exit code 3: refusals that protect the mirror.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct SafetyTests {
     @Test func aSyncWhileAnotherProcessHoldsTheStateLockExitsThreeNamingItsPid() throws {
         let sandbox = try Sandbox()

@@ -8,7 +8,7 @@ import KeepSyncCore
 /// abstract `@name`), as systemd's `$NOTIFY_SOCKET`: READY=1 only after the initial
 /// sync, RELOADING=1 + MONOTONIC_USEC= then READY=1 on SIGHUP, STOPPING=1 on SIGTERM,
 /// WATCHDOG=1 every half of WATCHDOG_USEC, and nothing that breaks without a socket.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct SdNotifyTests {
     /// The keys keepsync may send (SPEC "systemd").
     static let knownKeys: Set<String> = ["READY", "STATUS", "RELOADING", "MONOTONIC_USEC", "STOPPING", "WATCHDOG"]

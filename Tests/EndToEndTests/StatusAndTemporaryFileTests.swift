@@ -5,7 +5,7 @@ import KeepSyncTestSupport
 import KeepSyncCore
 
 /// `status` after a sync, and keepsync's own temporary files.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct StatusAndTemporaryFileTests {
     @Test func statusJsonAfterASyncDescribesTheStoppedMirror() throws {
         let sandbox = try Sandbox()

@@ -11,7 +11,7 @@ import KeepSyncTestSupport
 /// comparison, end with the mirror equal to the source, remove nothing from the mirror
 /// (source and mirror were equal before the damage), and leave `check` at exit 0.
 /// `KEEPSYNC_CRASH_SEED=N` replays another sequence.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct StoreDamageTests {
     static let rounds = 120
     /// Every this many rounds the damaged store is loaded by `run` instead of `sync`.

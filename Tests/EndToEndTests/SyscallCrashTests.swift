@@ -14,7 +14,7 @@ import KeepSyncTestSupport
 /// mirror inode at its path describes that file) and I6 (the store loads); then a restart
 /// must converge (I1), leave no temp file, and record exactly what it left (every record
 /// held by the mirror, every source file recorded).
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct SyscallCrashTests {
     /// Kill points required in all.
     static let requiredPoints = 100

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import KeepSyncTestSupport
 import Testing
 
 /// The durability order of the built binary, read from its syscalls (`strace -f -y`):
@@ -14,7 +15,7 @@ import Testing
 ///   the next one, so a power cut cannot keep the later without the earlier.
 /// The mirror and the state are taken to be on different file systems (a USB mirror, the
 /// state in the home directory): a syncfs of one covers nothing of the other.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct SyscallOrderTests {
     @Test func syncsWriteTheMirrorAndTheRecordsInTheOrderThatSurvivesAPowerCut() throws {
         let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")

@@ -10,7 +10,7 @@ import KeepSyncCore
 /// temp folders, then start, status, live mirroring, reload, kill -9 and restart, stop,
 /// and the `keepsync@NAME` template. Skipped, with the reason printed, where no manager
 /// can run.
-@Suite(.serialized, .enabled("needs a systemd user manager: /lib/systemd/systemd and systemctl (apt-get install systemd)") {
+@Suite(.serialized, .offThePool, .enabled("needs a systemd user manager: /lib/systemd/systemd and systemctl (apt-get install systemd)") {
     if let problem = UserManager.missingPrerequisite {
         print("SystemdServiceTests skipped: \(problem)")
         return false

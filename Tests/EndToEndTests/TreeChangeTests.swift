@@ -4,7 +4,7 @@ import KeepSyncTestSupport
 import KeepSyncCore
 
 /// Type changes, content comparison and confinement to the mirror.
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct TreeChangeTests {
     @Test func typeChangesInTheSourceAreMirrored() throws {
         let sandbox = try Sandbox()

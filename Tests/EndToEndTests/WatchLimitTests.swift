@@ -6,7 +6,7 @@ import KeepSyncTestSupport
 /// The agent at inotify's watch limit, in a private user namespace whose
 /// `user.max_inotify_watches` is lowered (the host's limit is left alone, so tests
 /// running in parallel are not starved).
-@Suite(.serialized)
+@Suite(.serialized, .offThePool)
 struct WatchLimitTests {
     /// True when `unshare --user --map-root-user` works and the namespace limit is writable.
     static let userNamespacesWork: Bool = {

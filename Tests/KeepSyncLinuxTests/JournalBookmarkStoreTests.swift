@@ -4,7 +4,7 @@ import KeepSyncLinux
 import Testing
 import KeepSyncTestSupport
 
-@Suite("JournalBookmarkStore")
+@Suite("JournalBookmarkStore", .offThePool)
 struct JournalBookmarkStoreTests {
     /// A fresh directory made by `mkdtemp` under /tmp; `remove()` deletes it and its files.
     struct TemporaryDirectory {

@@ -12,7 +12,7 @@ import Testing
 /// changes the source while the manager runs, waits (deadline poll) until the mirror
 /// equals the source byte for byte, and checks what was copied.
 /// Serialized: the burst test fills the inotify queue on purpose.
-@Suite("Live mirroring (SyncManager + InotifyWatcher)", .serialized)
+@Suite("Live mirroring (SyncManager + InotifyWatcher)", .serialized, .offThePool)
 struct LiveMirrorTests {
     // MARK: Cases
 
