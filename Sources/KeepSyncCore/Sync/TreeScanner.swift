@@ -47,13 +47,18 @@ public struct TreeScanner {
     func findStaleRecords(_ scan: inout SyncScan) {
         let scope = scan.scope
         let unread = scan.unreadable.compactMap(\.path)
-        let candidates = scope.isRoot ? Array(0..<records.records.slotCapacity) : records.records.slots(within: scope)
-        for i in candidates where !scan.visitedRecords.contains(i) {
-            guard let (path, _) = records.records.entry(atSlot: i) else { continue }
-            if path.isWithin(scope) && !unread.contains(where: { path != $0 && path.isWithin($0) }) {
-                scan.staleRecords.append(path)
-            }
+        var stale: [RelativePath] = []
+        func consider(_ i: Int) {
+            guard !scan.visitedRecords.contains(i), let (path, _) = records.records.entry(atSlot: i) else { return }
+            if path.isWithin(scope) && !unread.contains(where: { path != $0 && path.isWithin($0) }) { stale.append(path) }
         }
+        // At the root every slot is a candidate: the range, not an array of a million indices.
+        if scope.isRoot {
+            for i in 0..<records.records.slotCapacity { consider(i) }
+        } else {
+            for i in records.records.slots(within: scope) { consider(i) }
+        }
+        scan.staleRecords += stale
     }
 
     // MARK: The walk

@@ -95,6 +95,7 @@ final class DirectoryWalker {
             ?? FileIdentity(device: 0, inode: 0)
         tree = WatchTree(rootWatch: wd, identity: identity) { [inotify] in Inotify.removeWatch(inotify, $0) }
         walkVisited = [identity]
+        defer { walkVisited = [] }
         try walk(from: list(fd, node: tree.root, path: .root, emit: false), emit: false)
     }
 
@@ -157,6 +158,7 @@ final class DirectoryWalker {
             ancestor = node.parent
         }
         reached = nil
+        defer { walkVisited = [] }
         do {
             if let frame = enter(fd, parent: parent, name: name, path: path, emit: true) {
                 try walk(from: frame, emit: true)
@@ -209,7 +211,11 @@ final class DirectoryWalker {
         let before = tree.beginRebuild()
         walkVisited = [tree.root.identity]
         reached = [ObjectIdentifier(tree.root)]
-        defer { reached = nil }
+        // What a walk visited is dropped after it (8 MiB for 200,000 directories).
+        defer {
+            reached = nil
+            walkVisited = []
+        }
         guard let fd = try? Sys.open(rootFD, [0x2E], O_RDONLY | O_DIRECTORY) else { return }
         tree.root.children = [:]
         try walk(from: list(fd, node: tree.root, path: .root, emit: false), emit: false)
