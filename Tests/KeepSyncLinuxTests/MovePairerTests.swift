@@ -17,7 +17,7 @@ struct MovePairerTests {
     /// root (wd 1): a (2) holding b (3), and d (5); plus a file "f" (no node).
     init() {
         tree = WatchTreeTests.sample(released)
-        if let b = tree.node(for: 3), let c = b.children[Array("c".utf8)] { tree.removeSubtree(c) }
+        if let b = tree.node(for: 3), let c = b.child(Array("c".utf8)) { tree.removeSubtree(c) }
         released.wds = []
     }
 

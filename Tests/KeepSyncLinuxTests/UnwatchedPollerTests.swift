@@ -47,7 +47,7 @@ struct UnwatchedPollerTests {
         #expect(poller.poll(tree.unwatched) { _ in listing }.isEmpty)
         listing[Array("g".utf8)] = Self.stamp(.regular, inode: 6)
         let found = poller.poll(tree.unwatched) { _ in listing }
-        #expect(found.count == 1 && found.first?.node === node && found.first?.changes == [.changed(RelativePath("d/g"))])
+        #expect(found.count == 1 && found.first?.node == node && found.first?.changes == [.changed(RelativePath("d/g"))])
         // Watched now: forgotten, never looked at again.
         tree.watched(node, as: 7)
         #expect(poller.poll(tree.unwatched) { _ in Issue.record("looked at a watched directory"); return [:] }.isEmpty)

@@ -58,8 +58,8 @@ final class DirectoryWalker {
     private var rescanReason: String?
     /// Per-walk guard against bind-mount loops.
     private var walkVisited: Set<FileIdentity> = []
-    /// Nodes reached by a rebuilding walk.
-    private var reached: Set<ObjectIdentifier>?
+    /// True while a walk rebuilds the tree (it marks the nodes it reaches).
+    private var rebuilding = false
 
     /// Watches the root (opened as `rootFD`) and the tree below it, reporting nothing.
     /// Throws when the root itself cannot be watched, or `Stopped`.
@@ -157,7 +157,7 @@ final class DirectoryWalker {
             walkVisited.insert(node.identity)
             ancestor = node.parent
         }
-        reached = nil
+        rebuilding = false
         defer { walkVisited = [] }
         do {
             if let frame = enter(fd, parent: parent, name: name, path: path, emit: true) {
@@ -208,18 +208,19 @@ final class DirectoryWalker {
     /// Rebuilds the watch tree from the file system: watches what is missing (the
     /// watch limit, events lost in an overflow), drops what is gone, keeps the rest.
     func rebuild() throws {
-        let before = tree.beginRebuild()
+        tree.beginRebuild()
         walkVisited = [tree.root.identity]
-        reached = [ObjectIdentifier(tree.root)]
+        tree.markReached(tree.root)
+        rebuilding = true
         // What a walk visited is dropped after it (8 MiB for 200,000 directories).
         defer {
-            reached = nil
+            rebuilding = false
             walkVisited = []
         }
         guard let fd = try? Sys.open(rootFD, [0x2E], O_RDONLY | O_DIRECTORY) else { return }
-        tree.root.children = [:]
+        tree.unlinkChildren(tree.root)
         try walk(from: list(fd, node: tree.root, path: .root, emit: false), emit: false)
-        tree.discard(before, keeping: reached ?? [])
+        tree.discardUnreached()
     }
 
     // MARK: Walking
@@ -267,13 +268,13 @@ final class DirectoryWalker {
             }
             tree.move(existing, to: parent, name: name)
             // A rebuilding walk rebuilds the children; a new-directory walk re-finds them.
-            if reached != nil { existing.children = [:] }
-            existing.identity = identity
+            if rebuilding { tree.unlinkChildren(existing) }
+            tree.setIdentity(existing, identity)
             node = existing
         } else {
             node = tree.add(name, under: parent, wd: wd, identity: identity)
         }
-        reached?.insert(ObjectIdentifier(node))
+        if rebuilding { tree.markReached(node) }
         return list(fd, node: node, path: path, emit: emit)
     }
 

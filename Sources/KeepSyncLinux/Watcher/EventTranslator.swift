@@ -59,7 +59,7 @@ final class EventTranslator {
         }
         guard let node = tree.node(for: event.wd) else { return nil }
         if event.name.isEmpty {
-            if node === tree.root {
+            if node == tree.root {
                 if event.has(Inotify.deleteSelf | Inotify.moveSelf | Inotify.unmount) {
                     rootVanished()
                 } else if event.has(Inotify.attrib) {
@@ -97,7 +97,7 @@ final class EventTranslator {
         }
         if event.has(Inotify.delete) {
             outbox.emit(.removed(path))
-            if isDirectory, let child = node.children[event.name] { tree.removeSubtree(child) }
+            if isDirectory, let child = node.child(event.name) { tree.removeSubtree(child) }
         }
         if event.has(Inotify.modify | Inotify.attrib) { outbox.emit(.changed(path)) }
         if event.has(Inotify.closeWrite) { outbox.emit(.closedAfterWrite(path)) }
@@ -107,7 +107,7 @@ final class EventTranslator {
     /// The kernel dropped a watch (its directory is gone, or we removed it).
     private func watchVanished(_ wd: Int32) {
         guard let node = tree.watchVanished(wd) else { return }
-        if node === tree.root {
+        if node == tree.root {
             rootVanished()
             return
         }

@@ -195,7 +195,7 @@ final class InotifySession: @unchecked Sendable {
                 case .changed(let path): outbox.emit(.changed(path))
                 case .removed(let path): outbox.emit(.removed(path))
                 case .directoryGone(let name):
-                    if let child = node.children[name] { tree.removeSubtree(child) }
+                    if let child = node.child(name) { tree.removeSubtree(child) }
                     outbox.emit(.removed(node.path.appending(name)))
                 case .newDirectory(let name):
                     outbox.emit(.changed(node.path.appending(name)))
@@ -204,7 +204,7 @@ final class InotifySession: @unchecked Sendable {
             }
         }
         poller.adopt(tree.takeNewlyUnwatched(), list: look)
-        for (_, node) in UnwatchedPoller.inPathOrder(tree.unwatched) {
+        for node in UnwatchedPoller.inPathOrder(tree.unwatched) {
             guard let wd = walker.watchExisting(node) else { break }
             tree.watched(node, as: wd)
             poller.forget(node)

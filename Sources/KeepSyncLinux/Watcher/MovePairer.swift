@@ -58,7 +58,7 @@ struct MovePairer<Instant: InstantProtocol> where Instant.Duration == Duration {
     mutating func departed(cookie: UInt32, name: [UInt8], from parent: WatchNode, path: RelativePath,
                            isDirectory: Bool, excluded: Bool, readIndex: Int, now: Instant) {
         pending.append(Departure(cookie: cookie, parent: parent, name: name, path: path, isDirectory: isDirectory,
-                                 excluded: excluded, node: isDirectory ? parent.children[name] : nil,
+                                 excluded: excluded, node: isDirectory ? parent.child(name) : nil,
                                  readIndex: readIndex, deadline: now.advanced(by: window)))
     }
 
@@ -123,7 +123,7 @@ struct MovePairer<Instant: InstantProtocol> where Instant.Duration == Duration {
                 continue
             }
             events.append(move.excluded ? .changed(move.path) : .removed(move.path))
-            if let node = move.node, !node.detached, node.parent === move.parent, node.name == move.name {
+            if let node = move.node, !node.detached, node.parent == move.parent, node.name == move.name {
                 tree.removeSubtree(node)
             }
         }

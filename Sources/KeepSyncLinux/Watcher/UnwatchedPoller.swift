@@ -36,7 +36,7 @@ final class UnwatchedPoller {
     }
 
     /// Each unwatched directory's entries at the last look, by node.
-    private var looks: [ObjectIdentifier: [[UInt8]: Stamp]] = [:]
+    private var looks: [WatchNode: [[UInt8]: Stamp]] = [:]
 
     /// Directories looked at.
     var count: Int { looks.count }
@@ -44,25 +44,25 @@ final class UnwatchedPoller {
     /// Takes a first look at directories that just became unwatched (before anything
     /// else reads them, so nothing that changes after is missed).
     func adopt(_ nodes: [WatchNode], list: (WatchNode) -> [[UInt8]: Stamp]?) {
-        for node in nodes where looks[ObjectIdentifier(node)] == nil && !node.detached {
-            looks[ObjectIdentifier(node)] = list(node) ?? [:]
+        for node in nodes where looks[node] == nil && !node.detached {
+            looks[node] = list(node) ?? [:]
         }
     }
 
     /// Forgets a directory (watched now, or gone).
-    func forget(_ node: WatchNode) { looks[ObjectIdentifier(node)] = nil }
+    func forget(_ node: WatchNode) { looks[node] = nil }
 
     /// Looks at every directory in `unwatched` again and returns what changed in each,
     /// by node; directories no longer unwatched are forgotten. A directory that cannot be
     /// listed now (gone, or moved) keeps its last look: its parent's watch or look reports it.
-    func poll(_ unwatched: [ObjectIdentifier: WatchNode], list: (WatchNode) -> [[UInt8]: Stamp]?)
+    func poll(_ unwatched: Set<WatchNode>, list: (WatchNode) -> [[UInt8]: Stamp]?)
         -> [(node: WatchNode, changes: [Change])] {
-        for key in looks.keys where unwatched[key] == nil { looks[key] = nil }
+        for key in looks.keys where !unwatched.contains(key) { looks[key] = nil }
         var found: [(WatchNode, [Change])] = []
-        for (key, node) in Self.inPathOrder(unwatched) where !node.detached {
+        for node in Self.inPathOrder(unwatched) where !node.detached {
             guard let now = list(node) else { continue }
-            let before = looks[key] ?? [:]
-            looks[key] = now
+            let before = looks[node] ?? [:]
+            looks[node] = now
             let changes = Self.diff(before, now, in: node.path)
             if !changes.isEmpty { found.append((node, changes)) }
         }
@@ -72,10 +72,10 @@ final class UnwatchedPoller {
     /// `nodes` in path order, the same at every poll (a change waits about one period
     /// whatever the directory's place). Each path is built once: sorting on `node.path`
     /// built two per comparison and was half of a poll of 9,800 directories.
-    static func inPathOrder(_ nodes: [ObjectIdentifier: WatchNode]) -> [(key: ObjectIdentifier, node: WatchNode)] {
-        nodes.map { (path: $0.value.path, key: $0.key, node: $0.value) }
+    static func inPathOrder(_ nodes: Set<WatchNode>) -> [WatchNode] {
+        nodes.map { (path: $0.path, node: $0) }
             .sorted { $0.path < $1.path }
-            .map { (key: $0.key, node: $0.node) }
+            .map(\.node)
     }
 
     /// The changes from `before` to `now` in the directory at `path`, by name.
