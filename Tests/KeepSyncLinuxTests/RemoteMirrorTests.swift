@@ -52,13 +52,14 @@ struct RemoteMirrorTests {
 
     // MARK: Cases
 
-    @Test("one rsync run installs a batch: bytes, modes and nanosecond mtimes equal, names with a newline and a non-UTF-8 byte")
+    @Test("one rsync run installs a batch: bytes, modes and nanosecond mtimes equal, names with a newline, a non-UTF-8 byte, quotes and `$`")
     func installBatch() async throws {
         try await offThePool {
             let f = try Fixture("installBatch")
             var random = SplitMix64(seed: 1818)
             let names: [[UInt8]] = [Self.b("plain.txt"), Self.b("new\nline"), Self.b("caf") + [0xE9], Self.b(" spaced -name "),
-                                    Self.b("sub/deep file"), Self.b("sub/") + [0xFF, 0x0A, 0x5C], Self.b("empty")]
+                                    Self.b("sub/deep file"), Self.b("sub/") + [0xFF, 0x0A, 0x5C], Self.b("empty"),
+                                    Self.b("-$1 \"q\" '${2}' `x`")]
             try LiveFS.mkdir(f.src(Self.b("sub")), mode: 0o755)
             try LiveFS.mkdir(f.rem(Self.b("sub")), mode: 0o755)
             var contents: [[UInt8]: [UInt8]] = [:]

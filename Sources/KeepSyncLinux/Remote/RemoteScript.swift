@@ -27,12 +27,14 @@ enum RemoteScript {
 
     /// Before an rsync run and for `stat`: per path a token (`S` there, or why not), then
     /// one `find` (not one per path) for the records of the paths there, named as given
-    /// (`./PATH`): `RemoteMirror.statCall` pairs them up.
+    /// (`./PATH`): `RemoteMirror.statCall` pairs them up. The paths there are gathered as
+    /// references (`"./${7}"`), set at once by `eval` (their bytes are never parsed):
+    /// appending each to `"$@"` copied the list every time, 210 ms for 1,024 paths.
     static let stat = """
-        n=0; for p do chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
-        elif [ -e "./$p" ] || [ -L "./$p" ]; then printf "S\\0"; set -- "$@" "./$p"; n=$((n+1)); \
-        else printf "N\\0"; fi; done; shift $(($# - n)); \
-        if [ $n -gt 0 ]; then exec find -P "$@" -maxdepth 0 -printf "\(formatPath)"; fi
+        i=0; a=; for p do i=$((i+1)); chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
+        elif [ -e "./$p" ] || [ -L "./$p" ]; then printf "S\\0"; a="$a \\"./\\${$i}\\""; \
+        else printf "N\\0"; fi; done; \
+        if [ -n "$a" ]; then eval "set -- $a"; exec find -P "$@" -maxdepth 0 -printf "\(formatPath)"; fi
         """
     /// One directory's entries (`S` then records), its own components checked too.
     static let list = """
