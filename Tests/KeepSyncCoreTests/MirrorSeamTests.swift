@@ -15,6 +15,7 @@ struct MirrorSeamTests {
         case commit
         case finish
         case makeDirectory(RelativePath)
+        case makeDirectories([RelativePath])
         case makeSymlink(RelativePath)
         case remove(RelativePath)
         case rename(RelativePath, RelativePath)
@@ -43,10 +44,14 @@ struct MirrorSeamTests {
         /// Group installs at once (`MirrorProviding.concurrentGroups`).
         let concurrentGroups: Int
 
-        init(readDelay: Duration = .zero, concurrentGroups: Int = 2) {
+        /// Whether it makes directories in batches (`MirrorProviding.batchesDirectories`).
+        let batchesDirectories: Bool
+
+        init(readDelay: Duration = .zero, concurrentGroups: Int = 2, batchesDirectories: Bool = false) {
             inner = LocalMirror(tree)
             self.readDelay = readDelay
             self.concurrentGroups = concurrentGroups
+            self.batchesDirectories = batchesDirectories
         }
 
         var recorded: [Call] { calls.withLock { $0 } }
@@ -60,6 +65,10 @@ struct MirrorSeamTests {
         func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
             note(.makeDirectory(path))
             return try inner.makeDirectory(path, mode: mode)
+        }
+        func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>] {
+            note(.makeDirectories(directories.map(\.path)))
+            return directories.map { d in Result { try inner.makeDirectory(d.path, mode: d.mode) } }
         }
         func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
             note(.makeSymlink(path))
@@ -253,6 +262,33 @@ struct MirrorSeamTests {
         let rounds = mirror.readRounds.withLock { $0 }
         #expect(done, "\(mirror.tree.nodes.values.filter { $0.kind == .regular }.count) of \(names.count) files mirrored")
         #expect(rounds.reduce(0, +) >= names.count && rounds.count <= 5, "\(rounds.count) rounds for \(names.count) waiting events: \(rounds.prefix(20))")
+    }
+
+    @Test("a mirror that batches directories gets each stretch's new directories in one call: a symlink's step ends one, a type change waits for the end")
+    func newDirectoriesOfAStretchInOneCall() throws {
+        let source = InMemoryTree(device: 1)
+        for d in ["d1", "d1/s", "d2", "d4", "d5", "d6"] {
+            source.makeDirectory(Self.p(d))
+            source.writeFile(Self.p("\(d)/f"), Array("in \(d)".utf8))
+        }
+        _ = try source.makeSymlink(Self.p("d3"), target: Array("d1".utf8), mtime: Timespec(seconds: 1, nanoseconds: 0))
+        let mirror = RecordingMirror(batchesDirectories: true)
+        mirror.tree.writeFile(Self.p("d5"), Array("a file where a directory goes".utf8))
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(),
+                                options: SyncOptions(maxDeletePercent: 100))
+        let summary = try engine.fullPass().summary
+        #expect(summary.errors.isEmpty && summary.createdDirectories == 6, "\(summary)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        let made = mirror.recorded.filter {
+            switch $0 {
+            case .makeDirectory, .makeDirectories, .remove, .makeSymlink: true
+            default: false
+            }
+        }
+        // d5 replaces a file: its step waits for the end of the pass, and runs alone.
+        #expect(made == [.makeDirectories([Self.p("d1"), Self.p("d1/s"), Self.p("d2")]), .makeSymlink(Self.p("d3")),
+                         .makeDirectories([Self.p("d4"), Self.p("d6")]), .remove(Self.p("d5")), .makeDirectory(Self.p("d5"))],
+                "\(made)")
     }
 
     @Test("a pass keeps up to the mirror's concurrentGroups group installs under way: one committed before the first finishes with two, three with four")

@@ -19,6 +19,12 @@
 public protocol MirrorProviding: FileSystemProviding {
     /// Creates a directory (its mode and mtime are set later by `setAttributes`).
     func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat
+    /// `makeDirectory` for several directories, in order (a parent before what is below
+    /// it); a result per directory.
+    func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>]
+    /// True when `makeDirectories` costs one round trip for them all (a remote mirror): a
+    /// pass then makes the new directories of a stretch of its steps at once.
+    var batchesDirectories: Bool { get }
     /// Creates or atomically replaces a symlink with the source's mtime; returns its stat.
     func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat
     /// Removes a path; a directory is removed with everything below it.
@@ -94,6 +100,12 @@ extension MirrorProviding {
     public var concurrentGroups: Int { 2 }
     /// 256 files.
     public var groupFiles: Int { 256 }
+    /// One `makeDirectory` after the other.
+    public func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>] {
+        directories.map { d in Result { try makeDirectory(d.path, mode: d.mode) } }
+    }
+    /// No: each directory is made when its step comes.
+    public var batchesDirectories: Bool { false }
     /// One `setAttributes` after the other.
     public func setAttributesAll(_ changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)]) -> [Result<Void, any Error>] {
         changes.map { c in Result { try setAttributes(c.path, mode: c.mode, mtime: c.mtime) } }

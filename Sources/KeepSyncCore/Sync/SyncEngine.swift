@@ -31,6 +31,8 @@ public final class SyncEngine {
     /// Copies waiting for their group commit, and their size.
     var batch: [RelativePath] = []
     var batchBytes: UInt64 = 0
+    /// Directories a stretch of steps made at once ahead of their steps (`makeAhead`).
+    var madeAhead: [RelativePath: Result<FileStat, any Error>] = [:]
     /// Directory finishes waiting for the batch (their mtimes must follow the renames).
     var waitingFinishes: [(path: RelativePath, source: FileStat, dirty: Bool)] = []
 
@@ -167,7 +169,7 @@ public final class SyncEngine {
         }
         records.records.reserveCapacity(records.records.count + adding)
         for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &pass.summary) }
-        for step in Self.ordered(scan) { apply(step, &pass) }
+        applyAll(Self.ordered(scan), &pass)
         close(&pass, staleRecords: scan.staleRecords)
         return pass.summary
     }
@@ -184,7 +186,7 @@ public final class SyncEngine {
             batchBytes += state.source?.size ?? 0
             if batch.count >= mirror.groupFiles || batchBytes >= SyncEngine.groupBytes { commitBatch(&summary) }
         case .makeDirectory(let path, let mode):
-            let st = try mirror.makeDirectory(path, mode: mode)
+            let st = try madeAhead.removeValue(forKey: path)?.get() ?? mirror.makeDirectory(path, mode: mode)
             summary.createdDirectories += 1
             logger.debug("created directory \(path.escaped) (inode \(st.inode))")
         case .makeSymlink(let path, let target):

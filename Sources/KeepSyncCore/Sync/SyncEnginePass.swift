@@ -40,7 +40,7 @@ extension SyncEngine {
         for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &pass.summary) }
         pass.hold = pass.brake.holds(scan)
         pass.remembersFinishes = true
-        for step in Self.ordered(scan) { apply(step, &pass) }
+        applyAll(Self.ordered(scan), &pass)
         close(&pass, staleRecords: scan.staleRecords)
         return (scan, pass.summary)
     }
@@ -92,7 +92,7 @@ extension SyncEngine {
             // A scanner per call: it holds the records only while it plans.
             try scanner().advance(&walk, &scan, into: &ready, limit: Self.walkChunk)
             progress.planned = scan.plannedCopies
-            for step in ready { apply(step, &pass) }
+            applyAll(ready, &pass)
             ready.removeAll(keepingCapacity: true)
         }
         return walk.held

@@ -43,6 +43,56 @@ extension SyncEngine {
         return scan.steps.filter { !isDeletion($0) } + scan.steps.filter(isDeletion)
     }
 
+    /// Applies steps in order. On a mirror that makes directories in one round trip, each
+    /// stretch of steps that only copies files, makes new directories and finishes
+    /// directories has its directories made at once first (a remote pass of 20,000 files
+    /// in 420 directories spent a round trip on each `mkdir`).
+    func applyAll(_ steps: [SyncScan.Step], _ pass: inout PassApplication) {
+        guard mirror.batchesDirectories else {
+            for step in steps { apply(step, &pass) }
+            return
+        }
+        var i = 0
+        while i < steps.count {
+            let end = makeAhead(steps[i...], &pass)
+            for step in steps[i..<max(end, i + 1)] { apply(step, &pass) }
+            madeAhead.removeAll()
+            i = max(end, i + 1)
+        }
+    }
+
+    /// Makes the new directories of the stretch that starts `steps` (see `applyAll`) in one
+    /// call when there are two or more, keeping the results for their steps; returns where
+    /// the stretch ends.
+    private func makeAhead(_ steps: ArraySlice<SyncScan.Step>, _ pass: inout PassApplication) -> Int {
+        var directories: [(path: RelativePath, mode: UInt32)] = []
+        var end = steps.startIndex
+        stretch: while end < steps.endIndex {
+            switch steps[end] {
+            case .finishDirectory:
+                break
+            case .path(let state, let actions, _):
+                switch actions.first {
+                case nil:
+                    break
+                case .copyFile? where actions.count == 1:
+                    break
+                case .makeDirectory(let path, let mode)? where actions.count == 1 && state.mirror == nil && !pass.isBlocked(path):
+                    directories.append((path, mode))
+                default:
+                    break stretch
+                }
+            case .removeTemporary:
+                break stretch
+            }
+            end += 1
+        }
+        if directories.count > 1 {
+            for (d, result) in zip(directories, mirror.makeDirectories(directories)) { madeAhead[d.path] = result }
+        }
+        return end
+    }
+
     /// Applies one step: errors per path, a directory's finish after the copies before it.
     func apply(_ step: SyncScan.Step, _ pass: inout PassApplication) {
         heartbeat?.beat()

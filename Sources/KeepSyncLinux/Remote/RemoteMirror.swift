@@ -296,6 +296,25 @@ public final class RemoteMirror: MirrorProviding {
         return stat
     }
 
+    /// Several directories in one round trip, in order; a result per directory (a
+    /// transport failure fails them all).
+    public func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>] {
+        do {
+            let items = try directories.map { [try argument($0.path), Self.octal($0.mode)] }
+            changing(directories.map(\.path))
+            let replies = try call(RemoteScript.makeDirectory, items: items, perCall: 2)
+            return zip(directories, replies).map { d, reply in
+                guard reply.token == "S", let stat = reply.stat else { return .failure(reply.error(d.path, "mkdir")) }
+                return .success(stat)
+            }
+        } catch {
+            return directories.map { .failure(Self.naming(error, $0.path)) }
+        }
+    }
+
+    /// Yes: a round trip costs more than the mkdirs.
+    public var batchesDirectories: Bool { true }
+
     /// A symlink made under a temp name and renamed over `path`; its stat.
     public func makeSymlink(_ path: RelativePath, target link: [UInt8], mtime: Timespec) throws -> FileStat {
         let temporary = (path.parent ?? .root).appending(TemporaryName.random())
