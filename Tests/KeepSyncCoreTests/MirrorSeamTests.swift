@@ -16,6 +16,7 @@ struct MirrorSeamTests {
         case finish
         case makeDirectory(RelativePath)
         case makeDirectories([RelativePath])
+        case makeSymlinks([RelativePath])
         case makeSymlink(RelativePath)
         case remove(RelativePath)
         case rename(RelativePath, RelativePath)
@@ -69,6 +70,10 @@ struct MirrorSeamTests {
         func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>] {
             note(.makeDirectories(directories.map(\.path)))
             return directories.map { d in Result { try inner.makeDirectory(d.path, mode: d.mode) } }
+        }
+        func makeSymlinks(_ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) -> [Result<FileStat, any Error>] {
+            note(.makeSymlinks(links.map(\.path)))
+            return links.map { l in Result { try inner.makeSymlink(l.path, target: l.target, mtime: l.mtime) } }
         }
         func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
             note(.makeSymlink(path))
@@ -264,30 +269,35 @@ struct MirrorSeamTests {
         #expect(rounds.reduce(0, +) >= names.count && rounds.count <= 5, "\(rounds.count) rounds for \(names.count) waiting events: \(rounds.prefix(20))")
     }
 
-    @Test("a mirror that batches directories gets each stretch's new directories in one call: a symlink's step ends one, a type change waits for the end")
+    @Test("a mirror that batches directories gets each stretch's new directories, then its links, in one call each: a mode to set ends a stretch, a type change waits for the end")
     func newDirectoriesOfAStretchInOneCall() throws {
         let source = InMemoryTree(device: 1)
         for d in ["d1", "d1/s", "d2", "d4", "d5", "d6"] {
             source.makeDirectory(Self.p(d))
             source.writeFile(Self.p("\(d)/f"), Array("in \(d)".utf8))
         }
-        _ = try source.makeSymlink(Self.p("d3"), target: Array("d1".utf8), mtime: Timespec(seconds: 1, nanoseconds: 0))
+        let stamp = Timespec(seconds: 1_700_000_000, nanoseconds: 0)
+        for l in ["d4/l", "d6/l"] { _ = try source.makeSymlink(Self.p(l), target: Array("f".utf8), mtime: stamp) }
+        source.writeFile(Self.p("d3"), Array("same bytes".utf8), mode: 0o600, mtime: stamp)
         let mirror = RecordingMirror(batchesDirectories: true)
+        mirror.tree.writeFile(Self.p("d3"), Array("same bytes".utf8), mode: 0o644, mtime: stamp)
         mirror.tree.writeFile(Self.p("d5"), Array("a file where a directory goes".utf8))
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(),
                                 options: SyncOptions(maxDeletePercent: 100))
         let summary = try engine.fullPass().summary
-        #expect(summary.errors.isEmpty && summary.createdDirectories == 6, "\(summary)")
+        #expect(summary.errors.isEmpty && summary.createdDirectories == 6 && summary.createdLinks == 2, "\(summary)")
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
         let made = mirror.recorded.filter {
             switch $0 {
-            case .makeDirectory, .makeDirectories, .remove, .makeSymlink: true
+            case .makeDirectory, .makeDirectories, .makeSymlink, .makeSymlinks, .remove: true
+            case .setAttributes(let path): path == Self.p("d3")
             default: false
             }
         }
         // d5 replaces a file: its step waits for the end of the pass, and runs alone.
-        #expect(made == [.makeDirectories([Self.p("d1"), Self.p("d1/s"), Self.p("d2")]), .makeSymlink(Self.p("d3")),
-                         .makeDirectories([Self.p("d4"), Self.p("d6")]), .remove(Self.p("d5")), .makeDirectory(Self.p("d5"))],
+        #expect(made == [.makeDirectories([Self.p("d1"), Self.p("d1/s"), Self.p("d2")]), .setAttributes(Self.p("d3")),
+                         .makeDirectories([Self.p("d4"), Self.p("d6")]), .makeSymlinks([Self.p("d4/l"), Self.p("d6/l")]),
+                         .remove(Self.p("d5")), .makeDirectory(Self.p("d5"))],
                 "\(made)")
     }
 

@@ -260,6 +260,28 @@ struct RemoteMirrorTests {
         }
     }
 
+    @Test("directories and links in batches: one ssh command each, in order, a result per entry (a taken name fails alone)")
+    func batchedEntries() async throws {
+        try await offThePool {
+            let f = try Fixture("batchedEntries")
+            try LiveFS.writeFile(f.rem(Self.b("taken")), Self.b("a file"))
+            let names = [Self.b("a"), Self.b("a/b 'q' $1"), Self.b("taken"), Self.b("a/b 'q' $1/c\n")]
+            let before = f.session.commandsRun
+            let dirs = f.mirror.makeDirectories(names.map { (RelativePath(bytes: $0), 0o750) })
+            #expect(f.session.commandsRun == before + 1)
+            #expect(dirs.map { (try? $0.get())?.kind } == [.directory, .directory, nil, .directory])
+            #expect(LiveFS.lstat(f.rem(Self.b("a/b 'q' $1/c\n"))) != nil)
+            let stamp = Timespec(seconds: 1_500_000_000, nanoseconds: 7)
+            let links = f.mirror.makeSymlinks([(RelativePath("a/l1"), Self.b("../t a\n"), stamp),
+                                               (RelativePath("missing/l2"), Self.b("x"), stamp),
+                                               (RelativePath(bytes: Self.b("a/b 'q' $1/l3")), Self.b("$2"), stamp)])
+            #expect(f.session.commandsRun == before + 2)
+            #expect(links.map { (try? $0.get())?.kind } == [.symlink, nil, .symlink])
+            #expect(try LiveFS.readlink(f.rem(Self.b("a/l1"))) == Self.b("../t a\n"))
+            #expect(try LiveFS.readlink(f.rem(Self.b("a/b 'q' $1/l3"))) == Self.b("$2"))
+        }
+    }
+
     @Test("entry calls: mkdir, symlink, setAttributes, probe, barrier, leftovers (keepsync's and rsync's)")
     func entryCalls() async throws {
         try await offThePool {

@@ -22,8 +22,11 @@ public protocol MirrorProviding: FileSystemProviding {
     /// `makeDirectory` for several directories, in order (a parent before what is below
     /// it); a result per directory.
     func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>]
-    /// True when `makeDirectories` costs one round trip for them all (a remote mirror): a
-    /// pass then makes the new directories of a stretch of its steps at once.
+    /// `makeSymlink` for several links, in order; a result per link.
+    func makeSymlinks(_ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) -> [Result<FileStat, any Error>]
+    /// True when `makeDirectories` and `makeSymlinks` cost one round trip each for them all
+    /// (a remote mirror): a pass then makes the new directories and links of a stretch of
+    /// its steps at once.
     var batchesDirectories: Bool { get }
     /// Creates or atomically replaces a symlink with the source's mtime; returns its stat.
     func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat
@@ -103,6 +106,10 @@ extension MirrorProviding {
     /// One `makeDirectory` after the other.
     public func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>] {
         directories.map { d in Result { try makeDirectory(d.path, mode: d.mode) } }
+    }
+    /// One `makeSymlink` after the other.
+    public func makeSymlinks(_ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) -> [Result<FileStat, any Error>] {
+        links.map { l in Result { try makeSymlink(l.path, target: l.target, mtime: l.mtime) } }
     }
     /// No: each directory is made when its step comes.
     public var batchesDirectories: Bool { false }

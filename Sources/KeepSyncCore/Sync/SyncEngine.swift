@@ -31,7 +31,7 @@ public final class SyncEngine {
     /// Copies waiting for their group commit, and their size.
     var batch: [RelativePath] = []
     var batchBytes: UInt64 = 0
-    /// Directories a stretch of steps made at once ahead of their steps (`makeAhead`).
+    /// Directories and links a stretch of steps made at once ahead of their steps (`makeAhead`).
     var madeAhead: [RelativePath: Result<FileStat, any Error>] = [:]
     /// Directory finishes waiting for the batch (their mtimes must follow the renames).
     var waitingFinishes: [(path: RelativePath, source: FileStat, dirty: Bool)] = []
@@ -190,7 +190,8 @@ public final class SyncEngine {
             summary.createdDirectories += 1
             logger.debug("created directory \(path.escaped) (inode \(st.inode))")
         case .makeSymlink(let path, let target):
-            let st = try mirror.makeSymlink(path, target: target, mtime: state.source?.mtime ?? Timespec(seconds: 0, nanoseconds: 0))
+            let st = try madeAhead.removeValue(forKey: path)?.get()
+                ?? mirror.makeSymlink(path, target: target, mtime: state.source?.mtime ?? Timespec(seconds: 0, nanoseconds: 0))
             summary.createdLinks += 1
             if let s = state.source { change(.put(FileRecord(path: path, source: s, linkTarget: target, mirrorInode: st.inode))) }
             logger.debug("linked \(path.escaped)")

@@ -44,9 +44,9 @@ extension SyncEngine {
     }
 
     /// Applies steps in order. On a mirror that makes directories in one round trip, each
-    /// stretch of steps that only copies files, makes new directories and finishes
-    /// directories has its directories made at once first (a remote pass of 20,000 files
-    /// in 420 directories spent a round trip on each `mkdir`).
+    /// stretch of steps that only copies files, makes new directories or links and finishes
+    /// directories has its directories, then its links, made at once first (a remote pass
+    /// of 20,000 files in 420 directories with 200 links spent a round trip on each).
     func applyAll(_ steps: [SyncScan.Step], _ pass: inout PassApplication) {
         guard mirror.batchesDirectories else {
             for step in steps { apply(step, &pass) }
@@ -61,11 +61,12 @@ extension SyncEngine {
         }
     }
 
-    /// Makes the new directories of the stretch that starts `steps` (see `applyAll`) in one
-    /// call when there are two or more, keeping the results for their steps; returns where
-    /// the stretch ends.
+    /// Makes the new directories, then the links, of the stretch that starts `steps` (see
+    /// `applyAll`), each kind in one call when there are two or more, keeping the results
+    /// for their steps; returns where the stretch ends.
     private func makeAhead(_ steps: ArraySlice<SyncScan.Step>, _ pass: inout PassApplication) -> Int {
         var directories: [(path: RelativePath, mode: UInt32)] = []
+        var links: [(path: RelativePath, target: [UInt8], mtime: Timespec)] = []
         var end = steps.startIndex
         stretch: while end < steps.endIndex {
             switch steps[end] {
@@ -79,6 +80,8 @@ extension SyncEngine {
                     break
                 case .makeDirectory(let path, let mode)? where actions.count == 1 && state.mirror == nil && !pass.isBlocked(path):
                     directories.append((path, mode))
+                case .makeSymlink(let path, let target)? where actions.count == 1 && !pass.isBlocked(path):
+                    links.append((path, target, state.source?.mtime ?? Timespec(seconds: 0, nanoseconds: 0)))
                 default:
                     break stretch
                 }
@@ -87,8 +90,12 @@ extension SyncEngine {
             }
             end += 1
         }
-        if directories.count > 1 {
+        // Links go after the directories they may sit in: those are made first.
+        if !directories.isEmpty && (directories.count > 1 || links.count > 1) {
             for (d, result) in zip(directories, mirror.makeDirectories(directories)) { madeAhead[d.path] = result }
+        }
+        if links.count > 1 {
+            for (l, result) in zip(links, mirror.makeSymlinks(links)) { madeAhead[l.path] = result }
         }
         return end
     }

@@ -312,7 +312,25 @@ public final class RemoteMirror: MirrorProviding {
         }
     }
 
-    /// Yes: a round trip costs more than the mkdirs.
+    /// Several symlinks in one round trip, in order; a result per link.
+    public func makeSymlinks(_ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) -> [Result<FileStat, any Error>] {
+        do {
+            let items = try links.map { l in
+                [try argument(l.path), l.target, Self.touchTime(l.mtime),
+                 try argument((l.path.parent ?? .root).appending(TemporaryName.random()))]
+            }
+            changing(links.map(\.path))
+            let replies = try call(RemoteScript.makeSymlink, items: items, perCall: 4)
+            return zip(links, replies).map { l, reply in
+                guard reply.token == "S", let stat = reply.stat else { return .failure(reply.error(l.path, "symlink")) }
+                return .success(stat)
+            }
+        } catch {
+            return links.map { .failure(Self.naming(error, $0.path)) }
+        }
+    }
+
+    /// Yes: a round trip costs more than the mkdirs and links.
     public var batchesDirectories: Bool { true }
 
     /// A symlink made under a temp name and renamed over `path`; its stat.
