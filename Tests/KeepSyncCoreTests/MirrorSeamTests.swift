@@ -17,6 +17,8 @@ struct MirrorSeamTests {
         case makeDirectory(RelativePath)
         case makeDirectories([RelativePath])
         case makeSymlinks([RelativePath])
+        case statEach([RelativePath])
+        case setAttributesAll([RelativePath])
         case makeSymlink(RelativePath)
         case remove(RelativePath)
         case rename(RelativePath, RelativePath)
@@ -90,6 +92,14 @@ struct MirrorSeamTests {
         func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
             note(.setAttributes(path))
             try inner.setAttributes(path, mode: mode, mtime: mtime)
+        }
+        func statEach(_ paths: [RelativePath]) -> [Result<FileStat?, any Error>] {
+            if batchesDirectories { note(.statEach(paths)) }
+            return paths.map { p in Result { try inner.stat(p) } }
+        }
+        func setAttributesAll(_ changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)]) -> [Result<Void, any Error>] {
+            if batchesDirectories { note(.setAttributesAll(changes.map(\.path))) }
+            return changes.map { c in Result { try setAttributes(c.path, mode: c.mode, mtime: c.mtime) } }
         }
         func install(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                      logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
@@ -299,6 +309,23 @@ struct MirrorSeamTests {
                          .makeDirectories([Self.p("d4"), Self.p("d6")]), .makeSymlinks([Self.p("d4/l"), Self.p("d6/l")]),
                          .remove(Self.p("d5")), .makeDirectory(Self.p("d5"))],
                 "\(made)")
+    }
+
+    @Test("on a mirror that batches, the finishes of a stretch's empty directories are one stat call and one attribute call")
+    func finishesOfAStretchTogether() throws {
+        let source = InMemoryTree(device: 1)
+        let names = (0..<20).map { Self.p("d/empty\($0)") }
+        source.makeDirectory(Self.p("d"))
+        for name in names { source.makeDirectory(name, mtime: Timespec(seconds: 1_600_000_000, nanoseconds: 0)) }
+        let mirror = RecordingMirror(batchesDirectories: true)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let summary = try engine.fullPass().summary
+        #expect(summary.errors.isEmpty && summary.createdDirectories == 21, "\(summary)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        let stats = mirror.recorded.compactMap { if case .statEach(let p) = $0 { p } else { nil } }
+        let attributes = mirror.recorded.compactMap { if case .setAttributesAll(let p) = $0 { p } else { nil } }
+        #expect(stats.contains { Set(names).isSubset(of: $0) }, "\(stats)")
+        #expect(attributes.contains { Set(names).isSubset(of: $0) }, "\(attributes)")
     }
 
     @Test("a pass keeps up to the mirror's concurrentGroups group installs under way: one committed before the first finishes with two, three with four")

@@ -22,6 +22,9 @@ public protocol MirrorProviding: FileSystemProviding {
     /// `makeDirectory` for several directories, in order (a parent before what is below
     /// it); a result per directory.
     func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>]
+    /// `stat` for several paths, a result per path (nil: nothing there); a remote mirror
+    /// asks in one round trip.
+    func statEach(_ paths: [RelativePath]) -> [Result<FileStat?, any Error>]
     /// `makeSymlink` for several links, in order; a result per link.
     func makeSymlinks(_ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) -> [Result<FileStat, any Error>]
     /// True when `makeDirectories` and `makeSymlinks` cost one round trip each for them all
@@ -106,6 +109,10 @@ extension MirrorProviding {
     /// One `makeDirectory` after the other.
     public func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>] {
         directories.map { d in Result { try makeDirectory(d.path, mode: d.mode) } }
+    }
+    /// One `stat` after the other.
+    public func statEach(_ paths: [RelativePath]) -> [Result<FileStat?, any Error>] {
+        paths.map { p in Result { try stat(p) } }
     }
     /// One `makeSymlink` after the other.
     public func makeSymlinks(_ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) -> [Result<FileStat, any Error>] {

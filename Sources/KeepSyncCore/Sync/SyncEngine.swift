@@ -31,6 +31,8 @@ public final class SyncEngine {
     /// Copies waiting for their group commit, and their size.
     var batch: [RelativePath] = []
     var batchBytes: UInt64 = 0
+    /// Directory finishes a stretch of steps keeps for its end (`applyAll`), nil outside one.
+    var stretchFinishes: [(path: RelativePath, source: FileStat, dirty: Bool)]?
     /// Directories and links a stretch of steps made at once ahead of their steps (`makeAhead`).
     var madeAhead: [RelativePath: Result<FileStat, any Error>] = [:]
     /// Directory finishes waiting for the batch (their mtimes must follow the renames).
@@ -56,9 +58,9 @@ public final class SyncEngine {
     /// `setAttributesAll`, then each one's record (only where that succeeded).
     func finishAll(_ finishes: [(path: RelativePath, source: FileStat, dirty: Bool)], summary: inout SyncSummary) {
         var planned: [(state: PathState, actions: [SyncAction])] = []
-        for f in finishes {
+        for (f, stat) in zip(finishes, mirror.statEach(finishes.map(\.path))) {
             do {
-                guard let m = try mirror.stat(f.path), m.kind == .directory else { continue }
+                guard let m = try stat.get(), m.kind == .directory else { continue }
                 let actions = planner.finishDirectory(path: f.path, source: f.source, mirror: m,
                                                       record: records.records[f.path], entriesChanged: f.dirty)
                 planned.append((PathState(path: f.path, source: f.source, record: nil, mirror: m), actions))

@@ -55,8 +55,11 @@ extension SyncEngine {
         var i = 0
         while i < steps.count {
             let end = makeAhead(steps[i...], &pass)
+            stretchFinishes = []
             for step in steps[i..<max(end, i + 1)] { apply(step, &pass) }
             madeAhead.removeAll()
+            if let finishes = stretchFinishes, !finishes.isEmpty { finishAll(finishes, summary: &pass.summary) }
+            stretchFinishes = nil
             i = max(end, i + 1)
         }
     }
@@ -144,6 +147,9 @@ extension SyncEngine {
                 waitingFinishes.append((path, sourceStat, dirty))
             } else if !inFlight.isEmpty {
                 inFlight[inFlight.count - 1].finishes.append((path, sourceStat, dirty))
+            } else if stretchFinishes != nil {
+                // Finished together at the stretch's end: one stat and one attribute call.
+                stretchFinishes?.append((path, sourceStat, dirty))
             } else {
                 finish(path, source: sourceStat, entriesChanged: dirty, summary: &pass.summary)
             }

@@ -106,6 +106,21 @@ public final class RemoteMirror: MirrorProviding {
         }
     }
 
+    /// `statAll` as a result per path.
+    public func statEach(_ paths: [RelativePath]) -> [Result<FileStat?, any Error>] {
+        do {
+            return try statAll(paths).map { reply in
+                switch reply {
+                case nil: .success(nil)
+                case .success(let stat)?: .success(stat)
+                case .failure(let error)?: .failure(error)
+                }
+            }
+        } catch {
+            return paths.map { .failure(Self.naming(error, $0)) }
+        }
+    }
+
     /// A remote directory's entries, never through a symlink (from a pass's listing
     /// when it still holds them).
     public func list(_ directory: RelativePath) throws -> [DirectoryEntry] {
