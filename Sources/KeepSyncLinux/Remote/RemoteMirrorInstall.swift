@@ -240,11 +240,12 @@ final class DeferredInstall: PendingInstall, @unchecked Sendable {
 
     init(_ work: @escaping () -> Results) { self.work = work }
 
-    /// Starts the install on a Dispatch thread.
+    /// Starts the install on a thread of its own: a queue of its own gets one at once, where
+    /// the global queue ran two (one per core) and the mirror's other groups waited.
     func commit() {
         guard !started else { return }
         started = true
-        DispatchQueue.global(qos: .utility).async { [self] in
+        DispatchQueue(label: "keepsync.remote.install").async { [self] in
             results = work()
             done.signal()
         }
