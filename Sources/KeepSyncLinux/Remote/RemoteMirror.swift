@@ -305,58 +305,49 @@ public final class RemoteMirror: MirrorProviding {
 
     /// `mkdir -m MODE` on the remote; its stat.
     public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
-        changing([path])
-        let reply = try call(RemoteScript.makeDirectory, items: [[try argument(path), Self.octal(mode)]], perCall: 2)[0]
-        guard reply.token == "S", let stat = reply.stat else { throw reply.error(path, "mkdir") }
-        return stat
+        try makeDirectories([(path, mode)])[0].get()
     }
 
     /// Several directories in one round trip, in order; a result per directory (a
     /// transport failure fails them all).
     public func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>] {
-        do {
-            let items = try directories.map { [try argument($0.path), Self.octal($0.mode)] }
-            changing(directories.map(\.path))
-            let replies = try call(RemoteScript.makeDirectory, items: items, perCall: 2)
-            return zip(directories, replies).map { d, reply in
-                guard reply.token == "S", let stat = reply.stat else { return .failure(reply.error(d.path, "mkdir")) }
-                return .success(stat)
-            }
-        } catch {
-            return directories.map { .failure(Self.naming(error, $0.path)) }
+        makeEntries(directories.map(\.path), RemoteScript.makeDirectory, perCall: 2, "mkdir") { path, i in
+            [try argument(path), Self.octal(directories[i].mode)]
         }
+    }
+
+    /// A symlink made under a temp name and renamed over `path`; its stat.
+    public func makeSymlink(_ path: RelativePath, target link: [UInt8], mtime: Timespec) throws -> FileStat {
+        try makeSymlinks([(path, link, mtime)])[0].get()
     }
 
     /// Several symlinks in one round trip, in order; a result per link.
     public func makeSymlinks(_ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) -> [Result<FileStat, any Error>] {
+        makeEntries(links.map(\.path), RemoteScript.makeSymlink, perCall: 4, "symlink") { path, i in
+            [try argument(path), links[i].target, Self.touchTime(links[i].mtime),
+             try argument((path.parent ?? .root).appending(TemporaryName.random()))]
+        }
+    }
+
+    /// Runs `script` once over every path (`words` gives each one's arguments) in one round
+    /// trip; the stat of each new entry, or why not.
+    private func makeEntries(_ paths: [RelativePath], _ script: String, perCall: Int, _ verb: String,
+                             words: (RelativePath, Int) throws -> [[UInt8]]) -> [Result<FileStat, any Error>] {
         do {
-            let items = try links.map { l in
-                [try argument(l.path), l.target, Self.touchTime(l.mtime),
-                 try argument((l.path.parent ?? .root).appending(TemporaryName.random()))]
-            }
-            changing(links.map(\.path))
-            let replies = try call(RemoteScript.makeSymlink, items: items, perCall: 4)
-            return zip(links, replies).map { l, reply in
-                guard reply.token == "S", let stat = reply.stat else { return .failure(reply.error(l.path, "symlink")) }
+            let items = try paths.enumerated().map { i, path in try words(path, i) }
+            changing(paths)
+            let replies = try call(script, items: items, perCall: perCall)
+            return zip(paths, replies).map { path, reply in
+                guard reply.token == "S", let stat = reply.stat else { return .failure(reply.error(path, verb)) }
                 return .success(stat)
             }
         } catch {
-            return links.map { .failure(Self.naming(error, $0.path)) }
+            return paths.map { .failure(Self.naming(error, $0)) }
         }
     }
 
     /// Yes: a round trip costs more than the mkdirs and links.
     public var batchesDirectories: Bool { true }
-
-    /// A symlink made under a temp name and renamed over `path`; its stat.
-    public func makeSymlink(_ path: RelativePath, target link: [UInt8], mtime: Timespec) throws -> FileStat {
-        let temporary = (path.parent ?? .root).appending(TemporaryName.random())
-        changing([path])
-        let reply = try call(RemoteScript.makeSymlink, items: [[try argument(path), link, Self.touchTime(mtime),
-                                                               try argument(temporary)]], perCall: 4)[0]
-        guard reply.token == "S", let stat = reply.stat else { throw reply.error(path, "symlink") }
-        return stat
-    }
 
     /// Removes a path and everything below it.
     public func remove(_ path: RelativePath) throws {
