@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import KeepSyncTestSupport
 import Synchronization
@@ -101,13 +102,22 @@ struct MirrorSeamTests {
             if batchesDirectories { note(.setAttributesAll(changes.map(\.path))) }
             return changes.map { c in Result { try setAttributes(c.path, mode: c.mode, mtime: c.mtime) } }
         }
+        /// While set and not signalled, installs wait here (copies stay under way).
+        let installGate = Mutex<DispatchSemaphore?>(nil)
+        func passGate() {
+            guard let gate = installGate.withLock({ $0 }) else { return }
+            gate.wait()
+            gate.signal()
+        }
         func install(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                      logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
+            passGate()
             note(.install(paths))
             return inner.install(paths, from: source, io: io, logger: logger)
         }
         func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                           logger: Logger) -> any PendingInstall {
+            passGate()
             note(.beginInstall(paths))
             return Pending(inner.beginInstall(paths, from: source, io: io, logger: logger), mirror: self)
         }
@@ -363,6 +373,42 @@ struct MirrorSeamTests {
         await manager.waitForCopies()
         let groups = mirror.recorded.compactMap { if case .install(let paths) = $0 { paths.count } else { nil } }
         #expect(groups == [75, 75, 75, 75], "group sizes: \(groups)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
+
+    @Test("a directory whose files are still being copied waits for them without asking the mirror, then is read once")
+    func directoryWaitsForItsCopiesWithoutReads() async throws {
+        let source = InMemoryTree(device: 1)
+        source.makeDirectory(Self.p("d"))
+        let names = (0..<8).map { Self.p("d/f\($0)") }
+        for name in names { source.writeFile(name, Array("bytes of \(name.escaped)".utf8)) }
+        let mirror = RecordingMirror()
+        _ = try mirror.inner.makeDirectory(Self.p("d"), mode: 0o755)
+        let gate = DispatchSemaphore(value: 0)
+        mirror.installGate.withLock { $0 = gate }
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let clock = ManualClock()
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 2))
+        for name in names { await manager.receive(.closedAfterWrite(name)) }
+        await manager.processDue()
+        let copying = await manager.inFlight.count
+        await manager.receive(.changed(Self.p("d")))
+        let before = mirror.readRounds.withLock { $0.count }
+        for _ in 0..<3 {
+            clock.advance(by: .milliseconds(50))
+            await manager.processDue()
+        }
+        let whileCopying = mirror.readRounds.withLock { $0.count } - before
+        gate.signal()
+        await manager.waitForCopies()
+        clock.advance(by: .milliseconds(50))
+        await manager.processDue()
+        let after = mirror.readRounds.withLock { $0.count } - before
+        #expect(copying > 0, "no copy was under way")
+        #expect(whileCopying == 0, "\(whileCopying) reads of d while its copies ran")
+        #expect(after == 1, "\(after) reads of d after its copies ended")
+        await manager.waitForCopies()
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
         await manager.stop()
     }

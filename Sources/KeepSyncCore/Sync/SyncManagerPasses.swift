@@ -41,7 +41,19 @@ extension SyncManager {
             fullResyncRequested = false
             fullResync(label: verify ? "verify" : "full pass")
         }
-        let (due, liveRemovals) = pending.takeDue(now: now)
+        var (due, liveRemovals) = pending.takeDue(now: now)
+        // Copies still running below a path would race its scan (a removal): it waits for
+        // them, and the mirror is not asked about it meanwhile (a remote burst re-read the
+        // same directory's subtree every settle while its copies ran).
+        if !inFlight.isEmpty {
+            let waiting = due.filter { path in inFlight.keys.contains { $0 != path && $0.isWithin(path) } }
+            if !waiting.isEmpty {
+                let later = now + timing.settle
+                for path in waiting { pending.replace(path, at: later) }
+                let held = Set(waiting)
+                due.removeAll { held.contains($0) }
+            }
+        }
         guard !due.isEmpty else { return finishRound() }
         var last: RelativePath?
         holdingCopies = true
@@ -65,12 +77,6 @@ extension SyncManager {
             // again once it ends). Looking at it now would only ask the mirror again.
             if inFlight[path] != nil || queued.contains(path), (try? source.stat(path))??.kind == .regular {
                 if inFlight[path] != nil { inFlight[path] = true }
-                continue
-            }
-            // Copies still running below it would race a removal: wait for them.
-            if inFlight.keys.contains(where: { $0 != path && $0.isWithin(path) }) {
-                let later = now + timing.settle
-                pending.replace(path, at: later)
                 continue
             }
             process(path, liveRemovals: liveRemovals)
