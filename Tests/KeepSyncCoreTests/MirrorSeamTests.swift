@@ -48,14 +48,14 @@ struct MirrorSeamTests {
         /// Group installs at once (`MirrorProviding.concurrentGroups`).
         let concurrentGroups: Int
 
-        /// Whether it makes directories in batches (`MirrorProviding.batchesDirectories`).
-        let batchesDirectories: Bool
+        /// Whether it makes entries in batches (`MirrorProviding.batchesEntries`).
+        let batchesEntries: Bool
 
-        init(readDelay: Duration = .zero, concurrentGroups: Int = 2, batchesDirectories: Bool = false) {
+        init(readDelay: Duration = .zero, concurrentGroups: Int = 2, batchesEntries: Bool = false) {
             inner = LocalMirror(tree)
             self.readDelay = readDelay
             self.concurrentGroups = concurrentGroups
-            self.batchesDirectories = batchesDirectories
+            self.batchesEntries = batchesEntries
         }
 
         var recorded: [Call] { calls.withLock { $0 } }
@@ -95,11 +95,11 @@ struct MirrorSeamTests {
             try inner.setAttributes(path, mode: mode, mtime: mtime)
         }
         func statEach(_ paths: [RelativePath]) -> [Result<FileStat?, any Error>] {
-            if batchesDirectories { note(.statEach(paths)) }
+            if batchesEntries { note(.statEach(paths)) }
             return paths.map { p in Result { try inner.stat(p) } }
         }
         func setAttributesAll(_ changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)]) -> [Result<Void, any Error>] {
-            if batchesDirectories { note(.setAttributesAll(changes.map(\.path))) }
+            if batchesEntries { note(.setAttributesAll(changes.map(\.path))) }
             return changes.map { c in Result { try setAttributes(c.path, mode: c.mode, mtime: c.mtime) } }
         }
         /// While set and not signalled, installs wait here (copies stay under way).
@@ -299,7 +299,7 @@ struct MirrorSeamTests {
         let stamp = Timespec(seconds: 1_700_000_000, nanoseconds: 0)
         for l in ["d4/l", "d6/l"] { _ = try source.makeSymlink(Self.p(l), target: Array("f".utf8), mtime: stamp) }
         source.writeFile(Self.p("d3"), Array("same bytes".utf8), mode: 0o600, mtime: stamp)
-        let mirror = RecordingMirror(batchesDirectories: true)
+        let mirror = RecordingMirror(batchesEntries: true)
         mirror.tree.writeFile(Self.p("d3"), Array("same bytes".utf8), mode: 0o644, mtime: stamp)
         mirror.tree.writeFile(Self.p("d5"), Array("a file where a directory goes".utf8))
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(),
@@ -327,7 +327,7 @@ struct MirrorSeamTests {
         let names = (0..<20).map { Self.p("d/empty\($0)") }
         source.makeDirectory(Self.p("d"))
         for name in names { source.makeDirectory(name, mtime: Timespec(seconds: 1_600_000_000, nanoseconds: 0)) }
-        let mirror = RecordingMirror(batchesDirectories: true)
+        let mirror = RecordingMirror(batchesEntries: true)
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         let summary = try engine.fullPass().summary
         #expect(summary.errors.isEmpty && summary.createdDirectories == 21, "\(summary)")

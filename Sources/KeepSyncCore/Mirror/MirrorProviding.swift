@@ -30,7 +30,7 @@ public protocol MirrorProviding: FileSystemProviding {
     /// True when `makeDirectories` and `makeSymlinks` cost one round trip each for them all
     /// (a remote mirror): a pass then makes the new directories and links of a stretch of
     /// its steps at once.
-    var batchesDirectories: Bool { get }
+    var batchesEntries: Bool { get }
     /// Creates or atomically replaces a symlink with the source's mtime; returns its stat.
     func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat
     /// Removes a path; a directory is removed with everything below it.
@@ -119,7 +119,7 @@ extension MirrorProviding {
         links.map { l in Result { try makeSymlink(l.path, target: l.target, mtime: l.mtime) } }
     }
     /// No: each directory is made when its step comes.
-    public var batchesDirectories: Bool { false }
+    public var batchesEntries: Bool { false }
     /// One `setAttributes` after the other.
     public func setAttributesAll(_ changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)]) -> [Result<Void, any Error>] {
         changes.map { c in Result { try setAttributes(c.path, mode: c.mode, mtime: c.mtime) } }

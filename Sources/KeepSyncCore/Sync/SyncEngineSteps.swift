@@ -48,7 +48,7 @@ extension SyncEngine {
     /// directories has its directories, then its links, made at once first (a remote pass
     /// of 20,000 files in 420 directories with 200 links spent a round trip on each).
     func applyAll(_ steps: [SyncScan.Step], _ pass: inout PassApplication) {
-        guard mirror.batchesDirectories else {
+        guard mirror.batchesEntries else {
             for step in steps { apply(step, &pass) }
             return
         }

@@ -46,7 +46,14 @@ extension SyncManager {
         // them, and the mirror is not asked about it meanwhile (a remote burst re-read the
         // same directory's subtree every settle while its copies ran).
         if !inFlight.isEmpty {
-            let waiting = due.filter { path in inFlight.keys.contains { $0 != path && $0.isWithin(path) } }
+            // The directories above copies under way, each once: a lookup per due path, not
+            // a pass over every copy (a burst has thousands of both).
+            var above: Set<RelativePath> = []
+            for copy in inFlight.keys {
+                var next = copy.parent
+                while let directory = next, above.insert(directory).inserted { next = directory.parent }
+            }
+            let waiting = due.filter(above.contains)
             if !waiting.isEmpty {
                 let later = now + timing.settle
                 for path in waiting { pending.replace(path, at: later) }

@@ -347,7 +347,7 @@ public final class RemoteMirror: MirrorProviding {
     }
 
     /// Yes: a round trip costs more than the mkdirs and links.
-    public var batchesDirectories: Bool { true }
+    public var batchesEntries: Bool { true }
 
     /// Removes a path and everything below it.
     public func remove(_ path: RelativePath) throws {
