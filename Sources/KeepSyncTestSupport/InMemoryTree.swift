@@ -55,6 +55,10 @@ public final class InMemoryTree: FileAccessorProviding {
     struct State {
         var nodes: [RelativePath: Node] = [:]
         var nextInode: UInt64 = 100
+        /// Each inode number's current incarnation (ext4's i_generation): a number handed
+        /// out again after a power cut names another object. Never rolled back.
+        var incarnations: [UInt64: UInt64] = [:]
+        var nextIncarnation: UInt64 = 0
         var tick: Int64 = 1_000
         var counts: [Operation: Int] = [:]
         /// Staged temp files waiting for `publish` or `discard`.
@@ -106,6 +110,11 @@ public final class InMemoryTree: FileAccessorProviding {
 
     /// The node at a path.
     public func node(_ path: RelativePath) -> Node? { state.withLock { $0.nodes[path] } }
+
+    /// The incarnation of an inode number: it changes when the number is handed out
+    /// again (after a power cut), so an oracle can tell a reused number from the object
+    /// a record once named. Invisible to the code under test, as i_generation is to us.
+    public func incarnation(ofInode inode: UInt64) -> UInt64 { state.withLock { $0.incarnations[inode] ?? 0 } }
 
     /// How reads of this tree's files go: at most `chunk` bytes a call (short reads, as a
     /// real file may give), and `between` called before each read after the first, with
@@ -214,6 +223,8 @@ public final class InMemoryTree: FileAccessorProviding {
 
     private static func newInode(_ s: inout State) -> UInt64 {
         s.nextInode += 1
+        s.nextIncarnation += 1
+        s.incarnations[s.nextInode] = s.nextIncarnation
         return s.nextInode
     }
 

@@ -126,6 +126,9 @@ final class SimulationRun {
     var violations: [String] = []
     var stats: [String: Int] = [:]
     var checkpoints = 0
+    /// The incarnation of the mirror inode each record named when the oracle first saw
+    /// it, per path (every record seen: a torn store brings old ones back).
+    var recordIncarnations: [RelativePath: [(record: FileRecord, incarnation: UInt64)]] = [:]
     /// Faults that fired in this run (the live-convergence check needs none: a failed
     /// path is retried by the next full pass, not by itself).
     var faultsFired = 0
@@ -595,10 +598,18 @@ final class SimulationRun {
 
     /// I5 at any instant: a record whose mirror inode is still at its path tells the
     /// truth about it (that inode holds the source version the record names). A record
-    /// whose inode is gone is stale, and the planner copies again: allowed.
+    /// whose inode is gone is stale, and the planner copies again: allowed. So is one whose
+    /// inode number was handed out again after a power cut (ext4 reuses them): it names
+    /// an object that is gone, and the planner checks kind, size and mtime before trusting.
     func checkRecordsTruthful(_ set: RecordSet, _ which: String, _ what: String) {
         for (path, r) in set.records {
             guard let m = mirrorTree.node(path), m.inode == r.mirrorInode else { continue }
+            let now = mirrorTree.incarnation(ofInode: m.inode)
+            if let seen = recordIncarnations[path]?.first(where: { $0.record == r }) {
+                guard seen.incarnation == now else { continue }
+            } else {
+                recordIncarnations[path, default: []].append((r, now))
+            }
             if m.kind != r.kind {
                 violation("I5", "\(which) record of \(path.escaped) says \(r.kind), mirror inode \(m.inode) is \(m.kind) (\(what))")
                 continue

@@ -275,7 +275,10 @@ public final class SyncEngine {
     public func applyRename(from: RelativePath, to: RelativePath) throws -> Bool {
         guard !from.isRoot, !to.isRoot, !to.isWithin(from), let record = records.records[from],
               let sourceNow = try source.stat(to), sourceNow.device == record.device, sourceNow.inode == record.inode,
+              sourceNow.kind == record.kind,
+              // The kind too: after a power cut the number may name another object (ext4 reuses them).
               let mirrorNow = try mirror.stat(from), limits.recordedInode(mirrorNow.inode) == record.mirrorInode,
+              mirrorNow.kind == record.kind,
               let parent = to.parent, let mirrorParent = try mirror.stat(parent), mirrorParent.kind == .directory,
               planner.unholdable(to, kind: sourceNow.kind) == nil
         else { return false }
