@@ -282,6 +282,31 @@ struct RemoteMirrorTests {
         }
     }
 
+    @Test("a batch longer than one shell's command line: several shells, every item whole and answered in order")
+    func batchOverSeveralShells() async throws {
+        try await offThePool {
+            let f = try Fixture("batchOverSeveralShells")
+            // 400 directories of 200-byte names (80 KiB of paths), every tenth one failing.
+            let names = (0..<400).map { i in RelativePath(bytes: Self.b(String(1000 + i) + " " + String(repeating: "n", count: 195))) }
+            for i in stride(from: 0, to: 400, by: 10) { try LiveFS.writeFile(f.rem(names[i].bytes), Self.b("in the way")) }
+            let before = f.session.commandsRun
+            let made = f.mirror.makeDirectories(names.map { ($0, 0o750) })
+            #expect(f.session.commandsRun == before + 1)
+            #expect(made.enumerated().filter { i, r in (try? r.get()) == nil ? i % 10 != 0 : i % 10 == 0 }.isEmpty)
+            for (i, r) in made.enumerated() where i % 10 != 0 {
+                let st = try #require(LiveFS.lstat(f.rem(names[i].bytes)))
+                #expect(try r.get().inode == UInt64(st.st_ino) && st.st_mode & 0o7777 == 0o750)
+            }
+            let stamp = Timespec(seconds: 1_500_000_000, nanoseconds: 7)
+            let set = f.mirror.setAttributesAll(names.enumerated().filter { $0.offset % 10 != 0 }.map { ($0.element, 0o705, stamp) })
+            #expect(set.allSatisfy { (try? $0.get()) != nil })
+            #expect(try names.enumerated().filter { $0.offset % 10 != 0 }.allSatisfy {
+                let st = try #require(LiveFS.lstat(f.rem($0.element.bytes)))
+                return st.st_mode & 0o7777 == 0o705 && Self.mtime(st) == stamp
+            })
+        }
+    }
+
     @Test("entry calls: mkdir, symlink, setAttributes, probe, barrier, leftovers (keepsync's and rsync's)")
     func entryCalls() async throws {
         try await offThePool {

@@ -32,11 +32,11 @@ public final class SyncEngine {
     var batch: [RelativePath] = []
     var batchBytes: UInt64 = 0
     /// Directory finishes a stretch of steps keeps for its end (`applyAll`), nil outside one.
-    var stretchFinishes: [(path: RelativePath, source: FileStat, dirty: Bool)]?
+    var stretchFinishes: [Finish]?
     /// Directories and links a stretch of steps made at once ahead of their steps (`makeAhead`).
     var madeAhead: [RelativePath: Result<FileStat, any Error>] = [:]
     /// Directory finishes waiting for the batch (their mtimes must follow the renames).
-    var waitingFinishes: [(path: RelativePath, source: FileStat, dirty: Bool)] = []
+    var waitingFinishes: [Finish] = []
 
     /// Parallel staging for the engine's own group commits (`sync`); serial by default.
     public var io: ParallelIO = .serial
@@ -47,7 +47,9 @@ public final class SyncEngine {
     /// Group installs whose barriers run while the next one is staged (at most the
     /// mirror's `concurrentGroups` less one), oldest first, each with the directory
     /// finishes that wait for it.
-    var inFlight: [(group: any PendingInstall, finishes: [(path: RelativePath, source: FileStat, dirty: Bool)])] = []
+    /// A directory finish waiting for the groups that hold its entries.
+    typealias Finish = (path: RelativePath, source: FileStat, dirty: Bool)
+    var inFlight: [(group: any PendingInstall, finishes: [Finish])] = []
 
     /// Sets a directory's attributes after its entries and records it.
     func finish(_ path: RelativePath, source sourceStat: FileStat, entriesChanged: Bool, summary: inout SyncSummary) {
@@ -56,7 +58,7 @@ public final class SyncEngine {
 
     /// Finishes several directories, in order: their mode and mtime set in one
     /// `setAttributesAll`, then each one's record (only where that succeeded).
-    func finishAll(_ finishes: [(path: RelativePath, source: FileStat, dirty: Bool)], summary: inout SyncSummary) {
+    func finishAll(_ finishes: [Finish], summary: inout SyncSummary) {
         var planned: [(state: PathState, actions: [SyncAction])] = []
         for (f, stat) in zip(finishes, mirror.statEach(finishes.map(\.path))) {
             do {

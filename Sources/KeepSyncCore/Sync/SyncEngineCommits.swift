@@ -24,10 +24,21 @@ extension SyncEngine {
         }
         let group = mirror.beginInstall(paths, from: source, io: io, logger: logger)
         // At most `concurrentGroups` at once: this one, and the ones committed before it.
-        while inFlight.count >= max(1, mirror.concurrentGroups - 1) { finishOldest(&summary) }
+        // It starts as soon as one landed; that one's records and finishes (round trips on a
+        // remote mirror) go on meanwhile. No finish waits on it: its directories' entries
+        // are all in the groups before.
+        var landed: [(results: [(path: RelativePath, result: Result<CopyResult?, any Error>)], finishes: [Finish])] = []
+        while inFlight.count >= max(1, mirror.concurrentGroups - 1) {
+            let oldest = inFlight.removeFirst()
+            landed.append((oldest.group.finish(), oldest.finishes))
+        }
         group.commit()
         inFlight.append((group, waitingFinishes))
         waitingFinishes.removeAll()
+        for (results, finishes) in landed {
+            note(results.map { ($0.path, $0.result) }, &summary)
+            finishAll(finishes, summary: &summary)
+        }
     }
 
     /// Finishes every group in flight, oldest first.

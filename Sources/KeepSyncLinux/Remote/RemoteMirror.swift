@@ -481,7 +481,10 @@ public final class RemoteMirror: MirrorProviding {
     /// Runs a batch script over `items` (each `perCall` NUL-separated words); one reply per item.
     func call(_ body: String, items: [[[UInt8]]], perCall: Int? = nil) throws -> [Reply] {
         guard !items.isEmpty else { return [] }
-        let output = try remote(RemoteScript.batch(target.directory, body, perCall: perCall),
+        // As many items per shell as surely fit its command line (each word a pointer too).
+        let widest = items.map { $0.reduce(0) { $0 + $1.count + 1 + 8 } }.max() ?? 1
+        let perShell = max(1, min(items.count, RemoteScript.lineBudget / widest))
+        let output = try remote(RemoteScript.batch(target.directory, body, perCall: perCall, items: perShell),
                                 input: RemoteScript.input(items.flatMap { $0 }))
         var reader = ReplyReader(output.stdout)
         var replies: [Reply] = []

@@ -105,12 +105,22 @@ enum RemoteScript {
             + Array(" || exit 97; ".utf8)
     }
 
-    /// The command line: enter DIR, then `xargs -0 -r [-n COUNT] sh -c 'PRELUDE BODY' sh`.
-    static func batch(_ directory: [UInt8], _ body: String, perCall: Int? = nil) -> [UInt8] {
+    /// The command line: enter DIR, then `xargs -0 -r sh -c 'PRELUDE BODY' sh`. A body of
+    /// `perCall` words per item runs in a loop over `items` of them per shell (a shell per
+    /// item cost 440 forks for 440 directories): `-n` keeps the items whole, `-x` makes
+    /// xargs stop rather than split one if the line would not fit (`call` sizes `items`).
+    static func batch(_ directory: [UInt8], _ body: String, perCall: Int? = nil, items: Int = 1) -> [UInt8] {
         precondition(!body.contains("'") && !prelude.contains("'"), "an inner script is single-quoted once")
-        let count = perCall.map { "-n \($0) " } ?? ""
-        return enter(directory) + Array("exec xargs -0 -r \(count)sh -c '\(prelude) \(body)' sh".utf8)
+        guard let perCall else {
+            return enter(directory) + Array("exec xargs -0 -r sh -c '\(prelude) \(body)' sh".utf8)
+        }
+        let loop = "while [ $# -ge \(perCall) ]; do \(body); shift \(perCall); done"
+        return enter(directory) + Array("exec xargs -0 -r -x -n \(perCall * max(1, items)) sh -c '\(prelude) \(loop)' sh".utf8)
     }
+
+    /// The bytes of command line `xargs` is asked to fill at most (GNU's default buffer is
+    /// 128 KiB, POSIX promises 4 KiB; a path is at most 4 KiB).
+    static let lineBudget = 48 << 10
 
     /// Enter DIR, then `tail` (a fixed command, no data).
     static func plain(_ directory: [UInt8], _ tail: String) -> [UInt8] {
