@@ -99,8 +99,9 @@ struct MirrorSeamTests {
             return paths.map { p in Result { try inner.stat(p) } }
         }
         func setAttributesAll(_ changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)]) -> [Result<Void, any Error>] {
-            if batchesEntries { note(.setAttributesAll(changes.map(\.path))) }
-            return changes.map { c in Result { try setAttributes(c.path, mode: c.mode, mtime: c.mtime) } }
+            guard batchesEntries else { return changes.map { c in Result { try setAttributes(c.path, mode: c.mode, mtime: c.mtime) } } }
+            note(.setAttributesAll(changes.map(\.path)))
+            return changes.map { c in Result { try inner.setAttributes(c.path, mode: c.mode, mtime: c.mtime) } }
         }
         /// While set and not signalled, installs wait here (copies stay under way).
         let installGate = Mutex<DispatchSemaphore?>(nil)
@@ -410,6 +411,42 @@ struct MirrorSeamTests {
         #expect(after == 1, "\(after) reads of d after its copies ended")
         await manager.waitForCopies()
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
+
+    @Test("new directories of a live round with files in them are finished once their copies landed: one stat call and one attribute call for all, none before")
+    func newDirectoriesFinishedTogetherAfterTheirCopies() async throws {
+        let source = InMemoryTree(device: 1)
+        let directories = (0..<5).map { Self.p("n\($0)") }
+        for d in directories {
+            source.makeDirectory(d)
+            for f in 0..<3 { source.writeFile(d.appending(Array("f\(f)".utf8)), Array("bytes of \(d.escaped)/\(f)".utf8)) }
+        }
+        let mirror = RecordingMirror(batchesEntries: true)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let clock = ManualClock()
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .inline)
+        for d in directories { await manager.receive(.changed(d)) }
+        clock.advance(by: .milliseconds(50))
+        await manager.processDue()
+        await manager.waitForCopies()
+        let calls = mirror.recorded
+        let touching: (Call) -> [RelativePath] = { call in
+            switch call {
+            case .statEach(let paths), .setAttributesAll(let paths): return paths.filter(directories.contains)
+            case .setAttributes(let path): return directories.contains(path) ? [path] : []
+            default: return []
+            }
+        }
+        let finishing = calls.filter { !touching($0).isEmpty }
+        #expect(finishing.count == 2, "calls finishing the new directories: \(finishing)")
+        if finishing.count == 2 {
+            #expect(Set(touching(finishing[0])) == Set(directories) && Set(touching(finishing[1])) == Set(directories))
+            let lastInstall = calls.lastIndex { if case .install = $0 { true } else { false } } ?? calls.endIndex
+            #expect(calls.firstIndex(of: finishing[0])! > lastInstall, "a finish came before the copies into the directories")
+        }
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        #expect(await manager.simulationRecords().records[directories[0]] != nil, "no record of a finished directory")
         await manager.stop()
     }
 }

@@ -15,6 +15,9 @@ public final class SyncEngine {
     /// Paths warned about as skipped (special, or unholdable), once per process.
     var warned: Set<RelativePath> = []
     var deferCopies = false
+    /// Directories a copy left to the caller goes into (`deferCopies`): their finish is the
+    /// caller's too, once the copies landed (`SyncSummary.deferredFinishes`).
+    var deferredInto: Set<RelativePath> = []
     /// Where record changes go once their mirror change is made (written durably, in
     /// order, where its scheduler says).
     public private(set) var recordWriter: RecordWriter
@@ -164,6 +167,8 @@ public final class SyncEngine {
         pass.summary.skippedUnholdable = scan.unholdable.count
         pass.hold = pass.brake.holds(scan)
         self.deferCopies = deferCopies
+        deferredInto = []
+        defer { deferredInto = [] }
         progress = PassProgress(planned: scan.plannedCopies, planComplete: true)
         // Room for the records the pass adds, made at once: the index is rebuilt once, not
         // at each doubling.
@@ -184,6 +189,7 @@ public final class SyncEngine {
         case .copyFile(let path):
             if deferCopies {
                 summary.deferredCopies.append(path)
+                if let parent = path.parent { deferredInto.insert(parent) }
                 return
             }
             batch.append(path)
@@ -261,7 +267,20 @@ public final class SyncEngine {
         change(.put(FileRecord(path: result.path, source: result.source, mirrorInode: result.installed.inode)))
     }
 
-    /// Sets a directory's mode and mtime from the source after its entries changed.
+    /// Sets directories' modes and mtimes from the source after their entries changed, and
+    /// their records: one stat and one attribute call for all on a batching mirror. Returns
+    /// the errors (a directory gone from either side is skipped).
+    public func fixDirectories(_ paths: [RelativePath]) -> [KeepSyncError] {
+        var finishes: [Finish] = []
+        for path in paths {
+            if let s = (try? source.stat(path)) ?? nil, s.kind == .directory { finishes.append((path, s, true)) }
+        }
+        var summary = SyncSummary()
+        finishAll(finishes, summary: &summary)
+        return summary.errors
+    }
+
+    /// `fixDirectories` of one, its errors thrown.
     public func fixDirectory(_ path: RelativePath) throws {
         guard let s = try source.stat(path), s.kind == .directory,
               let m = try mirror.stat(path), m.kind == .directory else { return }

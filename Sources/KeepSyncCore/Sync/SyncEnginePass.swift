@@ -27,6 +27,8 @@ extension SyncEngine {
         // Nothing walked later changes the entries of a directory finished on the way.
         pass.remembersFinishes = false
         self.deferCopies = deferCopies
+        deferredInto = []
+        defer { deferredInto = [] }
         progress = PassProgress()
         passWrites = BitSet()
         defer { passWrites = nil }

@@ -143,6 +143,12 @@ extension SyncEngine {
             let dirty = pass.dirty.remove(path) != nil
             if pass.remembersFinishes { pass.finished.insert(path) }
             if pass.isBlocked(path) || pass.blocked.contains(path) { return }
+            // Copies into it are left to the caller: finished once they landed (a remote
+            // burst spent a stat and an attribute call per new directory on this one).
+            if deferredInto.contains(path) {
+                pass.summary.deferredFinishes.append(path)
+                return
+            }
             if !batch.isEmpty {
                 waitingFinishes.append((path, sourceStat, dirty))
             } else if !inFlight.isEmpty {

@@ -163,9 +163,7 @@ extension SyncManager {
             let dirs = directoriesToFix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 })
             do {
                 if !dirs.isEmpty { try mirror.beginReads(trees: [], stats: dirs) }
-                for dir in dirs {
-                    do { try engine.fixDirectory(dir) } catch { logger.debug("\(dir.escaped): \(error)") }
-                }
+                for error in engine.fixDirectories(dirs) { logger.debug("\(error.path?.escaped ?? "."): \(error)") }
                 directoriesToFix.removeAll()
             } catch {
                 // Its host is away: the full pass at its return fixes them.

@@ -127,6 +127,7 @@ extension SyncManager {
             mirrorProbeAt = nil
             note(summary)
             for path in summary.deferredCopies { queueCopy(path) }
+            directoriesToFix.formUnion(summary.deferredFinishes)
             retryCompaction(now: true)
             fullPasses += 1
             let took = Self.seconds(now - start)
@@ -261,6 +262,7 @@ extension SyncManager {
             }
             note(summary)
             for copy in summary.deferredCopies { queueCopy(copy) }
+            directoriesToFix.formUnion(summary.deferredFinishes)
             if let parent = scope.parent { directoriesToFix.insert(parent) }
         } catch let error as KeepSyncError where error.code == .unreachable {
             enqueue(scope, now: now, immediately: false)

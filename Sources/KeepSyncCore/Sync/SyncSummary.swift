@@ -22,6 +22,8 @@ public struct SyncSummary: Sendable, Equatable {
     public var errors: [KeepSyncError] = []
     /// Copies left to the caller (`apply(_:deferCopies:)`).
     public var deferredCopies: [RelativePath] = []
+    /// Directories whose finish waits for those copies (the caller's `fixDirectories`).
+    public var deferredFinishes: [RelativePath] = []
     /// Mode or mtime changes made in the mirror.
     public var attributesSet = 0
     /// Leftover temp files removed.
