@@ -51,8 +51,15 @@ struct MirrorSeamTests {
         /// Whether it makes entries in batches (`MirrorProviding.batchesEntries`).
         let batchesEntries: Bool
 
-        init(readDelay: Duration = .zero, concurrentGroups: Int = 2, batchesEntries: Bool = false) {
+        /// `MirrorProviding.groupFiles` and `firstGroupFiles`.
+        let groupFiles: Int
+        let firstGroupFiles: Int
+
+        init(readDelay: Duration = .zero, concurrentGroups: Int = 2, batchesEntries: Bool = false,
+             groupFiles: Int = 256, firstGroupFiles: Int? = nil) {
             inner = LocalMirror(tree)
+            self.groupFiles = groupFiles
+            self.firstGroupFiles = firstGroupFiles ?? groupFiles
             self.readDelay = readDelay
             self.concurrentGroups = concurrentGroups
             self.batchesEntries = batchesEntries
@@ -358,6 +365,25 @@ struct MirrorSeamTests {
         #expect(two.groups == 4 && four.groups == 4, "1000 files in groups of 256: \(two.groups), \(four.groups)")
         #expect(two.commits == 1, "with two at once, \(two.commits) groups committed before the first finished")
         #expect(four.commits == 3, "with four at once, \(four.commits) groups committed before the first finished")
+    }
+
+    @Test("a pass's groups start at the mirror's firstGroupFiles and double up to its groupFiles: 60 files in 4, 8, 16, 16, 16")
+    func passGroupsGrowFromTheFirst() throws {
+        let source = InMemoryTree(device: 1)
+        for i in 0..<60 { source.writeFile(Self.p(String(format: "f%02d", i)), Array("bytes \(i)".utf8)) }
+        let mirror = RecordingMirror(concurrentGroups: 4, groupFiles: 16, firstGroupFiles: 4)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let summary = try engine.fullPass().summary
+        #expect(summary.copiedFiles == 60 && summary.errors.isEmpty, "\(summary)")
+        let groups = mirror.recorded.compactMap { if case .beginInstall(let paths) = $0 { paths.count } else { nil } }
+        #expect(groups == [4, 8, 16, 16, 16], "group sizes: \(groups)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        // The next pass starts small again.
+        for i in 0..<6 { source.writeFile(Self.p(String(format: "g%02d", i)), Array("more \(i)".utf8)) }
+        let before = mirror.recorded.count
+        _ = try engine.fullPass()
+        let next = mirror.recorded[before...].compactMap { if case .beginInstall(let paths) = $0 { paths.count } else { nil } }
+        #expect(next == [4, 2], "group sizes of the second pass: \(next)")
     }
 
     @Test("a round's copies are shared evenly among the mirror's free group slots: 300 files, four slots, four groups of 75")

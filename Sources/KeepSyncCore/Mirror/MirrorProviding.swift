@@ -64,6 +64,9 @@ public protocol MirrorProviding: FileSystemProviding {
     /// The most files in one group install: a local mirror's group shares one barrier
     /// (256); a remote one's is one rsync run, whose start and checks cost round trips.
     var groupFiles: Int { get }
+    /// The most files in a pass's first group; each next one may hold twice as many, up
+    /// to `groupFiles`: the first install starts while the walk goes on.
+    var firstGroupFiles: Int { get }
 
     /// Makes every change made so far durable.
     func barrier() throws
@@ -106,6 +109,8 @@ extension MirrorProviding {
     public var concurrentGroups: Int { 2 }
     /// 256 files.
     public var groupFiles: Int { 256 }
+    /// `groupFiles`.
+    public var firstGroupFiles: Int { groupFiles }
     /// One `makeDirectory` after the other.
     public func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>] {
         directories.map { d in Result { try makeDirectory(d.path, mode: d.mode) } }

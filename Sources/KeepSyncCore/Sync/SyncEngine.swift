@@ -34,6 +34,8 @@ public final class SyncEngine {
     /// Copies waiting for their group commit, and their size.
     var batch: [RelativePath] = []
     var batchBytes: UInt64 = 0
+    /// The files the next group commit takes (`MirrorProviding.firstGroupFiles`, doubling).
+    var groupLimit = 0
     /// Directory finishes a stretch of steps keeps for its end (`applyAll`), nil outside one.
     var stretchFinishes: [Finish]?
     /// Directories and links a stretch of steps made at once ahead of their steps (`makeAhead`).
@@ -167,6 +169,7 @@ public final class SyncEngine {
         pass.summary.skippedUnholdable = scan.unholdable.count
         pass.hold = pass.brake.holds(scan)
         self.deferCopies = deferCopies
+        groupLimit = 0
         deferredInto = []
         defer { deferredInto = [] }
         progress = PassProgress(planned: scan.plannedCopies, planComplete: true)
@@ -194,7 +197,11 @@ public final class SyncEngine {
             }
             batch.append(path)
             batchBytes += state.source?.size ?? 0
-            if batch.count >= mirror.groupFiles || batchBytes >= SyncEngine.groupBytes { commitBatch(&summary) }
+            if groupLimit == 0 { groupLimit = min(mirror.firstGroupFiles, mirror.groupFiles) }
+            if batch.count >= groupLimit || batchBytes >= SyncEngine.groupBytes {
+                groupLimit = min(groupLimit * 2, mirror.groupFiles)
+                commitBatch(&summary)
+            }
         case .makeDirectory(let path, let mode):
             let st = try madeAhead.removeValue(forKey: path)?.get() ?? mirror.makeDirectory(path, mode: mode)
             summary.createdDirectories += 1

@@ -27,6 +27,7 @@ extension SyncEngine {
         // Nothing walked later changes the entries of a directory finished on the way.
         pass.remembersFinishes = false
         self.deferCopies = deferCopies
+        groupLimit = 0
         deferredInto = []
         defer { deferredInto = [] }
         progress = PassProgress()

@@ -162,8 +162,11 @@ public final class RemoteMirror: MirrorProviding {
 
     /// Four rsync runs at once: each waits mostly on the link and the remote's fsyncs.
     public var concurrentGroups: Int { 4 }
-    /// Up to 1,024 files per rsync run: each run costs a check, a start and a stat.
-    public var groupFiles: Int { 1024 }
+    /// Up to 2,048 files per rsync run: each run costs a check, a start, a stat and a
+    /// remote sync (1,024 spent 0.8 s more of a 20,000-file pass on them).
+    public var groupFiles: Int { 2048 }
+    /// 256: the first rsync run starts while the pass still makes directories.
+    public var firstGroupFiles: Int { 256 }
 
     // MARK: Passes
 
