@@ -386,6 +386,24 @@ struct MirrorSeamTests {
         #expect(next == [4, 2], "group sizes of the second pass: \(next)")
     }
 
+    @Test("a pass appends records in batches of two of the mirror's groups (at least 1,024): each append waits on a mirror barrier")
+    func recordAppendsFollowTheGroupSize() throws {
+        func appends(groupFiles: Int) throws -> [Int] {
+            let source = InMemoryTree(device: 1)
+            for i in 0..<3000 { source.writeFile(Self.p(String(format: "f%04d", i)), Array("bytes \(i)".utf8)) }
+            let mirror = RecordingMirror(concurrentGroups: 4, groupFiles: groupFiles)
+            let store = InMemoryStore()
+            let engine = SyncEngine(source: source, mirror: mirror, store: store, records: RecordSet(), options: SyncOptions())
+            let summary = try engine.fullPass().summary
+            #expect(summary.copiedFiles == 3000 && summary.errors.isEmpty, "\(summary)")
+            #expect(try store.load().records.count == 3001)
+            return store.batches.map(\.count)
+        }
+        let local = try appends(groupFiles: 256), remote = try appends(groupFiles: 2048)
+        #expect(local.count == 3 && local.allSatisfy { $0 <= 1024 }, "appends of 256-file groups: \(local)")
+        #expect(remote == [3001], "appends of 2,048-file groups: \(remote)")
+    }
+
     @Test("a round's copies are shared evenly among the mirror's free group slots: 300 files, four slots, four groups of 75")
     func roundCopiesShareTheGroupSlots() async throws {
         let source = InMemoryTree(device: 1)

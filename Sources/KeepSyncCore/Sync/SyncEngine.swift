@@ -27,8 +27,12 @@ public final class SyncEngine {
     var progress = PassProgress()
     /// Record slots the pass being streamed wrote (their records are not stale).
     var passWrites: BitSet?
-    /// Batch size for record appends.
+    /// Batch size for record appends: at least this, and two of the mirror's groups (each
+    /// append waits on a mirror barrier, a round trip on a remote one: 21 of them in a
+    /// 20,000-file remote pass).
     static let batchSize = 1024
+    /// Record changes that go out as one append.
+    var recordBatch: Int { max(Self.batchSize, 2 * mirror.groupFiles) }
     /// A group commit's size: at most the mirror's `groupFiles` files, or this many bytes.
     static let groupBytes: UInt64 = 128 << 20
     /// Copies waiting for their group commit, and their size.
@@ -346,7 +350,7 @@ public final class SyncEngine {
         }
         records.apply(c)
         if case .put(let r) = c, passWrites != nil, let slot = records.records.slotIndex(of: r.path) { passWrites?.insert(slot) }
-        if recordWriter.add(c) >= SyncEngine.batchSize { recordWriter.flush() }
+        if recordWriter.add(c) >= recordBatch { recordWriter.flush() }
     }
 
     /// Records the source root's identity when it differs from the stored one.
