@@ -404,6 +404,21 @@ struct MirrorSeamTests {
         #expect(remote == [3001], "appends of 2,048-file groups: \(remote)")
     }
 
+    @Test("on a batching mirror a pass walks chunks growing from 256 steps to 8,192: 3,000 new directories in a few calls, the first small")
+    func walkChunksGrowOnABatchingMirror() throws {
+        let source = InMemoryTree(device: 1)
+        for i in 0..<3000 { source.makeDirectory(Self.p(String(format: "d%04d", i))) }
+        let mirror = RecordingMirror(batchesEntries: true)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let summary = try engine.fullPass().summary
+        #expect(summary.createdDirectories == 3000 && summary.errors.isEmpty, "\(summary)")
+        let calls = mirror.recorded.compactMap { if case .makeDirectories(let paths) = $0 { paths.count } else { nil } }
+        #expect(calls.reduce(0, +) == 3000)
+        // A step to make each, one to finish it: 128 in the first chunk of 256 steps.
+        #expect(calls.first == 128 && calls.count <= 6, "directories per call: \(calls)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+    }
+
     @Test("a round's copies are shared evenly among the mirror's free group slots: 300 files, four slots, four groups of 75")
     func roundCopiesShareTheGroupSlots() async throws {
         let source = InMemoryTree(device: 1)

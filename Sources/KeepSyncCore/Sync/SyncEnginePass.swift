@@ -95,9 +95,12 @@ extension SyncEngine {
         var walk = start
         defer { walk.stop() }
         var ready: [SyncScan.Step] = []
+        // Growing from `walkChunk` on a batching mirror: the first copies start early.
+        var chunk = Self.walkChunk
         while !walk.isDone {
             // A scanner per call: it holds the records only while it plans.
-            try scanner().advance(&walk, &scan, into: &ready, limit: mirror.batchesEntries ? Self.batchingWalkChunk : Self.walkChunk)
+            try scanner().advance(&walk, &scan, into: &ready, limit: chunk)
+            if mirror.batchesEntries { chunk = min(chunk * 2, Self.batchingWalkChunk) }
             progress.planned = scan.plannedCopies
             applyAll(ready, &pass)
             ready.removeAll(keepingCapacity: true)
