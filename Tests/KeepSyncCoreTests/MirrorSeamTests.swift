@@ -419,6 +419,27 @@ struct MirrorSeamTests {
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
     }
 
+    @Test("on a batching mirror the directories whose groups landed are finished at the end of the stretch, together: 2,000 files in 32 groups, a few attribute calls")
+    func landedFinishesWaitForTheStretch() throws {
+        let source = InMemoryTree(device: 1)
+        for d in 0..<40 {
+            source.makeDirectory(Self.p("d\(d)"))
+            for f in 0..<50 { source.writeFile(Self.p("d\(d)/f\(f)"), Array("bytes \(d)/\(f)".utf8)) }
+        }
+        let mirror = RecordingMirror(concurrentGroups: 4, batchesEntries: true, groupFiles: 64)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let summary = try engine.fullPass().summary
+        #expect(summary.copiedFiles == 2000 && summary.errors.isEmpty, "\(summary)")
+        let calls = mirror.recorded
+        let groups = calls.filter { if case .beginInstall = $0 { true } else { false } }.count
+        let attributeCalls = calls.filter { if case .setAttributesAll = $0 { true } else { false } }.count
+        #expect(groups >= 32, "\(groups) groups")
+        // One per walk chunk (2,081 steps: 256, 512, 1,024, 289) and one per group still
+        // under way when the walk ended (three), not one per group.
+        #expect(attributeCalls <= 7, "\(attributeCalls) attribute calls for \(groups) groups")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+    }
+
     @Test("a round's copies are shared evenly among the mirror's free group slots: 300 files, four slots, four groups of 75")
     func roundCopiesShareTheGroupSlots() async throws {
         let source = InMemoryTree(device: 1)

@@ -19,7 +19,7 @@ extension SyncEngine {
             }
             let finishes = waitingFinishes
             waitingFinishes.removeAll()
-            finishAll(finishes, summary: &summary)
+            finishLanded(finishes, &summary)
             return
         }
         let group = mirror.beginInstall(paths, from: source, io: io, logger: logger)
@@ -37,7 +37,7 @@ extension SyncEngine {
         waitingFinishes.removeAll()
         for (results, finishes) in landed {
             note(results.map { ($0.path, $0.result) }, &summary)
-            finishAll(finishes, summary: &summary)
+            finishLanded(finishes, &summary)
         }
     }
 
@@ -53,7 +53,20 @@ extension SyncEngine {
         guard !inFlight.isEmpty else { return }
         let pending = inFlight.removeFirst()
         note(pending.group.finish().map { ($0.path, $0.result) }, &summary)
-        finishAll(pending.finishes, summary: &summary)
+        finishLanded(pending.finishes, &summary)
+    }
+
+    /// Finishes the directories whose copies landed: at the end of the stretch of steps
+    /// under way on a batching mirror (with its own finishes: one stat and one attribute
+    /// call, where each group cost two), at once otherwise. No step of a stretch moves or
+    /// removes anything, so none changes them meanwhile.
+    func finishLanded(_ finishes: [Finish], _ summary: inout SyncSummary) {
+        guard !finishes.isEmpty else { return }
+        if stretchFinishes != nil {
+            stretchFinishes! += finishes
+        } else {
+            finishAll(finishes, summary: &summary)
+        }
     }
 
     /// Records the copies that landed and reports the ones that failed.
