@@ -339,7 +339,7 @@ public final class RemoteMirror: MirrorProviding {
         do {
             let items = try paths.enumerated().map { i, path in try words(path, i) }
             changing(paths)
-            let replies = try call(script, items: items, perCall: perCall)
+            let replies = try call(script, items: items, perCall: perCall, after: RemoteScript.statMade)
             return zip(paths, replies).map { path, reply in
                 guard reply.token == "S", let stat = reply.stat else { return .failure(reply.error(path, verb)) }
                 return .success(stat)
@@ -481,20 +481,39 @@ public final class RemoteMirror: MirrorProviding {
         return replies
     }
 
-    /// Runs a batch script over `items` (each `perCall` NUL-separated words); one reply per item.
-    func call(_ body: String, items: [[[UInt8]]], perCall: Int? = nil) throws -> [Reply] {
+    /// Runs a batch script over `items` (each `perCall` NUL-separated words); one reply per
+    /// item. With `after` (`RemoteScript.statMade`), the records of the `S` answers come
+    /// after each shell's answers, named `./` and the item's first word.
+    func call(_ body: String, items: [[[UInt8]]], perCall: Int? = nil, after: String? = nil) throws -> [Reply] {
         guard !items.isEmpty else { return [] }
         // As many items per shell as surely fit its command line (each word a pointer too).
         let widest = items.map { $0.reduce(0) { $0 + $1.count + 1 + 8 } }.max() ?? 1
         let perShell = max(1, min(items.count, RemoteScript.lineBudget / widest))
-        let output = try remote(RemoteScript.batch(target.directory, body, perCall: perCall, items: perShell),
+        let output = try remote(RemoteScript.batch(target.directory, body, perCall: perCall, items: perShell, after: after),
                                 input: RemoteScript.input(items.flatMap { $0 }))
         var reader = ReplyReader(output.stdout)
         var replies: [Reply] = []
-        while replies.count < items.count, let token = reader.field() {
-            var reply = Reply(raw: token)
-            if reply.token == "S" { reply.record = reader.record() }
-            replies.append(reply)
+        if after != nil {
+            var records: [[UInt8]: (name: [UInt8], stat: FileStat, target: [UInt8])] = [:]
+            while let field = reader.field() {
+                if ReplyReader.isHeader(field) {
+                    guard let record = reader.record(header: field) else { break }
+                    records[record.name] = record
+                } else {
+                    replies.append(Reply(raw: field))
+                }
+            }
+            if replies.count == items.count {
+                for (i, item) in items.enumerated() where replies[i].token == "S" {
+                    if let record = records[[0x2E, 0x2F] + (item.first ?? [])] { replies[i].record = record } else { replies[i] = Reply(raw: [0x4E]) }
+                }
+            }
+        } else {
+            while replies.count < items.count, let token = reader.field() {
+                var reply = Reply(raw: token)
+                if reply.token == "S" { reply.record = reader.record() }
+                replies.append(reply)
+            }
         }
         guard replies.count == items.count else {
             let failure = remoteError(output, path: nil, "remote script")

@@ -14,7 +14,8 @@ enum RemoteScript {
     static let formatPath = "%y %m %s %T@ %C@ %D %i %n\\0%p\\0%l\\0"
 
     /// Helpers of every body. `chk P`: each proper ancestor of P below DIR is a real
-    /// directory (2: a symlink, 3: missing or not a directory).
+    /// directory (2: a symlink, 3: missing or not a directory). `made P`: answers `S` and
+    /// keeps P for `statMade`.
     static let prelude = """
         set -f; \
         chk() { r=$1; d=.; while :; do case $r in */*) d=$d/${r%%/*}; r=${r#*/}; \
@@ -22,7 +23,13 @@ enum RemoteScript {
         bad() { if [ $1 = 2 ]; then printf "L\\0"; else printf "P\\0"; fi; }; \
         ok() { printf "0\\0"; }; \
         err() { printf "E%s\\0" "$1"; }; \
-        st() { printf "S\\0"; find -P "./$1" -maxdepth 0 -printf "\(format)"; };
+        n=0; a=; made() { printf "S\\0"; n=$((n+1)); eval "q$n=\\$1"; a="$a \\"./\\${q$n}\\""; };
+        """
+    /// After a loop of `made` items: one `find` for all of them, named as given (`./PATH`),
+    /// where each item's own `find` forked a process (440 for 440 directories). The paths
+    /// are kept in variables and referenced (`"./${q7}"`), never parsed.
+    static let statMade = """
+        if [ -n "$a" ]; then eval "set -- $a"; exec find -P "$@" -maxdepth 0 -printf "\(formatPath)"; fi
         """
 
     /// Before an rsync run and for `stat`: per path a token (`S` there, or why not), then
@@ -45,13 +52,13 @@ enum RemoteScript {
     /// PATH MODE.
     static let makeDirectory = """
         p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
-        elif e=$(mkdir -m "$2" -- "./$p" 2>&1); then st "$p"; else err "$e"; fi
+        elif e=$(mkdir -m "$2" -- "./$p" 2>&1); then made "$p"; else err "$e"; fi
         """
     /// PATH TARGET @MTIME TEMP: made under the temp name, then renamed over PATH.
     static let makeSymlink = """
         p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
         elif e=$( { ln -s -- "$2" "./$4" && touch -h -d "$3" -- "./$4" && mv -fT -- "./$4" "./$p"; } 2>&1 ); \
-        then st "$p"; else rm -f -- "./$4"; err "$e"; fi
+        then made "$p"; else rm -f -- "./$4"; err "$e"; fi
         """
     /// PATH...: each removed with everything below (directories made writable first
     /// when a plain `rm -rf` fails); a missing path is done.
@@ -109,12 +116,12 @@ enum RemoteScript {
     /// `perCall` words per item runs in a loop over `items` of them per shell (a shell per
     /// item cost 440 forks for 440 directories): `-n` keeps the items whole, `-x` makes
     /// xargs stop rather than split one if the line would not fit (`call` sizes `items`).
-    static func batch(_ directory: [UInt8], _ body: String, perCall: Int? = nil, items: Int = 1) -> [UInt8] {
+    static func batch(_ directory: [UInt8], _ body: String, perCall: Int? = nil, items: Int = 1, after: String? = nil) -> [UInt8] {
         precondition(!body.contains("'") && !prelude.contains("'"), "an inner script is single-quoted once")
         guard let perCall else {
             return enter(directory) + Array("exec xargs -0 -r sh -c '\(prelude) \(body)' sh".utf8)
         }
-        let loop = "while [ $# -ge \(perCall) ]; do \(body); shift \(perCall); done"
+        let loop = "while [ $# -ge \(perCall) ]; do \(body); shift \(perCall); done" + (after.map { "; " + $0 } ?? "")
         return enter(directory) + Array("exec xargs -0 -r -x -n \(perCall * max(1, items)) sh -c '\(prelude) \(loop)' sh".utf8)
     }
 
