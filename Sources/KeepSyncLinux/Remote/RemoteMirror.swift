@@ -460,7 +460,19 @@ public final class RemoteMirror: MirrorProviding {
         guard !paths.isEmpty else { return [] }
         let words = try paths.map { try argument($0) }
         let output = try remote(RemoteScript.batch(target.directory, RemoteScript.stat), input: RemoteScript.input(words))
-        var reader = ReplyReader(output.stdout)
+        let replies = Self.pairedReplies(output.stdout, names: words)
+        guard replies.count == paths.count else {
+            let failure = remoteError(output, path: nil, "remote script")
+            throw KeepSyncError(failure.code, "\(replies.count) of \(paths.count) answers: \(failure.message)")
+        }
+        return replies
+    }
+
+    /// Answers followed by `find` records named `./NAME` (a shell's, or several shells'
+    /// one after the other): each `S` answer gets the record of its name, or becomes `N`
+    /// (vanished before the `find`). Fewer answers than names when the output is cut short.
+    static func pairedReplies(_ stdout: [UInt8], names: [[UInt8]]) -> [Reply] {
+        var reader = ReplyReader(stdout)
         var replies: [Reply] = []
         var records: [[UInt8]: (name: [UInt8], stat: FileStat, target: [UInt8])] = [:]
         while let field = reader.field() {
@@ -471,12 +483,9 @@ public final class RemoteMirror: MirrorProviding {
                 replies.append(Reply(raw: field))
             }
         }
-        guard replies.count == paths.count else {
-            let failure = remoteError(output, path: nil, "remote script")
-            throw KeepSyncError(failure.code, "\(replies.count) of \(paths.count) answers: \(failure.message)")
-        }
-        for (i, word) in words.enumerated() where replies[i].token == "S" {
-            if let record = records[[0x2E, 0x2F] + word] { replies[i].record = record } else { replies[i] = Reply(raw: [0x4E]) }
+        guard replies.count == names.count else { return replies }
+        for (i, name) in names.enumerated() where replies[i].token == "S" {
+            if let record = records[[0x2E, 0x2F] + name] { replies[i].record = record } else { replies[i] = Reply(raw: [0x4E]) }
         }
         return replies
     }
@@ -491,24 +500,11 @@ public final class RemoteMirror: MirrorProviding {
         let perShell = max(1, min(items.count, RemoteScript.lineBudget / widest))
         let output = try remote(RemoteScript.batch(target.directory, body, perCall: perCall, items: perShell, after: after),
                                 input: RemoteScript.input(items.flatMap { $0 }))
-        var reader = ReplyReader(output.stdout)
         var replies: [Reply] = []
         if after != nil {
-            var records: [[UInt8]: (name: [UInt8], stat: FileStat, target: [UInt8])] = [:]
-            while let field = reader.field() {
-                if ReplyReader.isHeader(field) {
-                    guard let record = reader.record(header: field) else { break }
-                    records[record.name] = record
-                } else {
-                    replies.append(Reply(raw: field))
-                }
-            }
-            if replies.count == items.count {
-                for (i, item) in items.enumerated() where replies[i].token == "S" {
-                    if let record = records[[0x2E, 0x2F] + (item.first ?? [])] { replies[i].record = record } else { replies[i] = Reply(raw: [0x4E]) }
-                }
-            }
+            replies = Self.pairedReplies(output.stdout, names: items.map { $0.first ?? [] })
         } else {
+            var reader = ReplyReader(output.stdout)
             while replies.count < items.count, let token = reader.field() {
                 var reply = Reply(raw: token)
                 if reply.token == "S" { reply.record = reader.record() }
