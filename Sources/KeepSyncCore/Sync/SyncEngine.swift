@@ -172,9 +172,7 @@ public final class SyncEngine {
         var pass = PassApplication(brake: brake ?? MassDeleteBrake(options))
         pass.summary.skippedUnholdable = scan.unholdable.count
         pass.hold = pass.brake.holds(scan)
-        self.deferCopies = deferCopies
-        groupLimit = 0
-        deferredInto = []
+        beginApplying(deferCopies: deferCopies)
         defer { deferredInto = [] }
         progress = PassProgress(planned: scan.plannedCopies, planComplete: true)
         // Room for the records the pass adds, made at once: the index is rebuilt once, not
@@ -188,6 +186,14 @@ public final class SyncEngine {
         applyAll(Self.ordered(scan), &pass)
         close(&pass, staleRecords: scan.staleRecords)
         return pass.summary
+    }
+
+    /// What one `apply` or pass starts from: whether copies go to the caller, the first
+    /// group's size, no directory left to the caller yet.
+    func beginApplying(deferCopies: Bool) {
+        self.deferCopies = deferCopies
+        groupLimit = 0
+        deferredInto = []
     }
 
     /// Carries out one action against the mirror and the records.
@@ -291,7 +297,8 @@ public final class SyncEngine {
         return summary.errors
     }
 
-    /// `fixDirectories` of one, its errors thrown.
+    /// Sets one directory's mode and mtime from the source after its entries changed, and
+    /// its record; its errors thrown (nothing when it is gone from either side).
     public func fixDirectory(_ path: RelativePath) throws {
         guard let s = try source.stat(path), s.kind == .directory,
               let m = try mirror.stat(path), m.kind == .directory else { return }

@@ -26,9 +26,7 @@ extension SyncEngine {
         var pass = PassApplication(brake: brake ?? MassDeleteBrake(options))
         // Nothing walked later changes the entries of a directory finished on the way.
         pass.remembersFinishes = false
-        self.deferCopies = deferCopies
-        groupLimit = 0
-        deferredInto = []
+        beginApplying(deferCopies: deferCopies)
         defer { deferredInto = [] }
         progress = PassProgress()
         passWrites = BitSet()

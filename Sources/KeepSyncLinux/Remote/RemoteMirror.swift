@@ -490,9 +490,10 @@ public final class RemoteMirror: MirrorProviding {
         return replies
     }
 
-    /// Runs a batch script over `items` (each `perCall` NUL-separated words); one reply per
+    /// Runs a batch script over `items` (each `perCall` NUL-separated words); one answer per
     /// item. With `after` (`RemoteScript.statMade`), the records of the `S` answers come
-    /// after each shell's answers, named `./` and the item's first word.
+    /// after each shell's answers, named `./` and the item's first word; without, answers
+    /// carry no record.
     func call(_ body: String, items: [[[UInt8]]], perCall: Int? = nil, after: String? = nil) throws -> [Reply] {
         guard !items.isEmpty else { return [] }
         // As many items per shell as surely fit its command line (each word a pointer too).
@@ -505,11 +506,7 @@ public final class RemoteMirror: MirrorProviding {
             replies = Self.pairedReplies(output.stdout, names: items.map { $0.first ?? [] })
         } else {
             var reader = ReplyReader(output.stdout)
-            while replies.count < items.count, let token = reader.field() {
-                var reply = Reply(raw: token)
-                if reply.token == "S" { reply.record = reader.record() }
-                replies.append(reply)
-            }
+            while replies.count < items.count, let token = reader.field() { replies.append(Reply(raw: token)) }
         }
         guard replies.count == items.count else {
             let failure = remoteError(output, path: nil, "remote script")
