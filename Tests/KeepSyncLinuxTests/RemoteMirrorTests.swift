@@ -289,6 +289,26 @@ struct RemoteMirrorTests {
         }
     }
 
+    @Test("directories of one mode are made by one mkdir; when it fails, each answers alone: made, or its own error")
+    func directoryRunFallsBackPerItem() async throws {
+        try await offThePool {
+            let f = try Fixture("directoryRunFallsBackPerItem")
+            // One run (same mode, parents there): the middle name is too long for the file
+            // system, so the run's mkdir fails after making the others.
+            let long = Self.b(String(repeating: "x", count: 300))
+            let names = [Self.b("r1"), Self.b("r1/ok1"), long, Self.b("ok2"), Self.b("r1/ok3")]
+            let made = f.mirror.makeDirectories(names.map { (RelativePath(bytes: $0), 0o750) })
+            #expect(made.map { (try? $0.get())?.kind } == [.directory, .directory, nil, .directory, .directory])
+            guard case .failure(let failure) = made[2] else { Issue.record("a 300-byte name was made"); return }
+            #expect("\(failure)".contains("too long"), "\(failure)")
+            for (name, result) in zip(names, made) {
+                guard let stat = try? result.get() else { continue }
+                let st = try #require(LiveFS.lstat(f.rem(name)))
+                #expect(stat.inode == UInt64(st.st_ino) && st.st_mode & 0o7777 == 0o750)
+            }
+        }
+    }
+
     @Test("a batch longer than one shell's command line: several shells, every item whole and answered in order")
     func batchOverSeveralShells() async throws {
         try await offThePool {

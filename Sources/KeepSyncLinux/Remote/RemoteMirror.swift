@@ -314,7 +314,8 @@ public final class RemoteMirror: MirrorProviding {
     /// Several directories in one round trip, in order; a result per directory (a
     /// transport failure fails them all).
     public func makeDirectories(_ directories: [(path: RelativePath, mode: UInt32)]) -> [Result<FileStat, any Error>] {
-        makeEntries(directories.map(\.path), RemoteScript.makeDirectory, perCall: 2, "mkdir") { path, i in
+        makeEntries(directories.map(\.path), RemoteScript.makeDirectory, perCall: 2, "mkdir",
+                    after: RemoteScript.flushDirectories) { path, i in
             [try argument(path), Self.octal(directories[i].mode)]
         }
     }
@@ -335,11 +336,11 @@ public final class RemoteMirror: MirrorProviding {
     /// Runs `script` once over every path (`words` gives each one's arguments) in one round
     /// trip; the stat of each new entry, or why not.
     private func makeEntries(_ paths: [RelativePath], _ script: String, perCall: Int, _ verb: String,
-                             words: (RelativePath, Int) throws -> [[UInt8]]) -> [Result<FileStat, any Error>] {
+                             after: String = RemoteScript.statMade, words: (RelativePath, Int) throws -> [[UInt8]]) -> [Result<FileStat, any Error>] {
         do {
             let items = try paths.enumerated().map { i, path in try words(path, i) }
             changing(paths)
-            let replies = try call(script, items: items, perCall: perCall, after: RemoteScript.statMade)
+            let replies = try call(script, items: items, perCall: perCall, after: after)
             return zip(paths, replies).map { path, reply in
                 guard reply.token == "S", let stat = reply.stat else { return .failure(reply.error(path, verb)) }
                 return .success(stat)

@@ -15,7 +15,8 @@ enum RemoteScript {
 
     /// Helpers of every body. `chk P`: each proper ancestor of P below DIR is a real
     /// directory (2: a symlink, 3: missing or not a directory). `made P`: answers `S` and
-    /// keeps P for `statMade`.
+    /// keeps P for `statMade`. `flush`: makes `makeDirectory`'s waiting run (`pn` paths of
+    /// mode `pm`, referenced in `pa`) with one `mkdir`.
     static let prelude = """
         set -f; \
         chk() { r=$1; d=.; while :; do case $r in */*) d=$d/${r%%/*}; r=${r#*/}; \
@@ -23,7 +24,12 @@ enum RemoteScript {
         bad() { if [ $1 = 2 ]; then printf "L\\0"; else printf "P\\0"; fi; }; \
         ok() { printf "0\\0"; }; \
         err() { printf "E%s\\0" "$1"; }; \
-        n=0; a=; made() { printf "S\\0"; n=$((n+1)); eval "q$n=\\$1"; a="$a \\"./\\${q$n}\\""; };
+        n=0; a=; made() { printf "S\\0"; n=$((n+1)); eval "q$n=\\$1"; a="$a \\"./\\${q$n}\\""; }; \
+        pm=; pn=0; pa=; \
+        flush() { if [ $pn = 0 ]; then return; fi; eval "set -- $pa"; pa=; pn=0; \
+        if mkdir -m "$pm" -- "$@" 2>/dev/null; then for x do made "${x#./}"; done; \
+        else for x do if [ -d "$x" ] && [ ! -L "$x" ]; then made "${x#./}"; \
+        elif e=$(mkdir -m "$pm" -- "$x" 2>&1); then made "${x#./}"; else err "$e"; fi; done; fi; };
         """
     /// After a loop of `made` items: one `find` for all of them, named as given (`./PATH`),
     /// where each item's own `find` forked a process (440 for 440 directories). The paths
@@ -49,11 +55,20 @@ enum RemoteScript {
         elif [ ! -d "./$p" ]; then printf "N\\0"; \
         else printf "S\\0"; find -P "./$p" -mindepth 1 -maxdepth 1 -printf "\(format)"; fi
         """
-    /// PATH MODE.
+    /// PATH MODE. New directories of one mode wait in a run (kept as references, `"./${w3}"`)
+    /// made by one `mkdir` (`flush`) when the mode changes, an item must answer at once, an
+    /// ancestor is missing (it may be in the run) or the loop ends (`flushDirectories`): a `mkdir`
+    /// per directory forked 440 processes for 440. When that `mkdir` fails, each directory
+    /// of the run is there (it was not before: made) or made alone, or answers its error.
     static let makeDirectory = """
-        p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
-        elif e=$(mkdir -m "$2" -- "./$p" 2>&1); then made "$p"; else err "$e"; fi
+        p=$1; chk "$p"; c=$?; if [ $c = 3 ] && [ $pn -gt 0 ]; then flush; chk "$p"; c=$?; fi; \
+        if [ $c != 0 ]; then flush; bad $c; \
+        elif [ -e "./$p" ] || [ -L "./$p" ]; then flush; \
+        if e=$(mkdir -m "$2" -- "./$p" 2>&1); then made "$p"; else err "$e"; fi; \
+        else if [ "$2" != "$pm" ]; then flush; pm=$2; fi; pn=$((pn+1)); eval "w$pn=\\$p"; pa="$pa \\"./\\${w$pn}\\""; fi
         """
+    /// After a loop of `makeDirectory` items: the last run made, then `statMade`.
+    static let flushDirectories = "flush; " + statMade
     /// PATH TARGET @MTIME TEMP: made under the temp name, then renamed over PATH.
     static let makeSymlink = """
         p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
