@@ -286,6 +286,15 @@ struct RemoteMirrorTests {
             #expect(links.map { (try? $0.get())?.kind } == [.symlink, nil, .symlink])
             #expect(try LiveFS.readlink(f.rem(Self.b("a/l1"))) == Self.b("../t a\n"))
             #expect(try LiveFS.readlink(f.rem(Self.b("a/b 'q' $1/l3"))) == Self.b("$2"))
+            #expect(Self.mtime(try #require(LiveFS.lstat(f.rem(Self.b("a/l1"))))) == stamp)
+            // Where something is, the link replaces it (made aside, then renamed over it).
+            let later = Timespec(seconds: 1_600_000_000, nanoseconds: 9)
+            let over = f.mirror.makeSymlinks([(RelativePath("taken"), Self.b("new"), later),
+                                              (RelativePath("a/l1"), Self.b("again"), later)])
+            #expect(over.map { (try? $0.get())?.kind } == [.symlink, .symlink])
+            #expect(try LiveFS.readlink(f.rem(Self.b("taken"))) == Self.b("new"))
+            #expect(try LiveFS.readlink(f.rem(Self.b("a/l1"))) == Self.b("again"))
+            #expect(Self.mtime(try #require(LiveFS.lstat(f.rem(Self.b("taken"))))) == later)
         }
     }
 
