@@ -318,6 +318,30 @@ struct RemoteMirrorTests {
         }
     }
 
+    @Test("attributes that cannot be set answer the remote's own words; the others in the batch are set")
+    func attributesRefusedAnswerTheirError() async throws {
+        try await offThePool {
+            let f = try Fixture("attributesRefusedAnswerTheirError")
+            try LiveFS.mkdir(f.rem(Self.b("locked")), mode: 0o755)
+            try LiveFS.mkdir(f.rem(Self.b("open")), mode: 0o755)
+            let chattr = { (flag: String) throws -> Int32 in
+                try Sys.runCaptured([Self.b("chattr"), Self.b(flag), f.rem(Self.b("locked"))], input: [], timeout: .seconds(10)).status
+            }
+            guard try chattr("+i") == 0 else {
+                print("RemoteMirrorTests: skipped attributesRefusedAnswerTheirError: chattr +i is not supported here")
+                return
+            }
+            defer { _ = try? chattr("-i") }
+            let stamp = Timespec(seconds: 1_500_000_000, nanoseconds: 3)
+            let set = f.mirror.setAttributesAll([(RelativePath("locked"), 0o700, stamp), (RelativePath("open"), 0o700, stamp)])
+            guard case .failure(let failure) = set[0] else { Issue.record("an immutable directory's attributes were set"); return }
+            #expect("\(failure)".contains("not permitted"), "\(failure)")
+            #expect((try? set[1].get()) != nil)
+            let st = try #require(LiveFS.lstat(f.rem(Self.b("open"))))
+            #expect(st.st_mode & 0o7777 == 0o700 && Self.mtime(st) == stamp)
+        }
+    }
+
     @Test("a batch longer than one shell's command line: several shells, every item whole and answered in order")
     func batchOverSeveralShells() async throws {
         try await offThePool {

@@ -92,10 +92,14 @@ enum RemoteScript {
         elif [ ! -e "./$a" ] && [ ! -L "./$a" ]; then printf "N\\0"; \
         elif e=$(mv -fT -- "./$a" "./$b" 2>&1); then ok; else err "$e"; fi
         """
-    /// PATH MODE|- @MTIME|-: never through a symlink.
+    /// PATH MODE|- @MTIME|-: never through a symlink. `chmod` and `touch` run as they are
+    /// (a subshell to catch their words forked once more per directory); only when one
+    /// fails do they run again, inside one, for the message.
     static let setAttributes = """
         p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; elif [ -L "./$p" ]; then printf "L\\0"; \
         elif [ ! -e "./$p" ]; then printf "N\\0"; \
+        elif { [ "$2" = - ] || chmod -- "$2" "./$p" 2>/dev/null; } && \
+        { [ "$3" = - ] || touch -c -d "$3" -- "./$p" 2>/dev/null; }; then ok; \
         elif e=$( { if [ "$2" != - ]; then chmod -- "$2" "./$p"; fi && \
         if [ "$3" != - ]; then touch -c -d "$3" -- "./$p"; fi; } 2>&1 ); then ok; else err "$e"; fi
         """
