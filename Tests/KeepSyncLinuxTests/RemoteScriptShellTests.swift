@@ -26,10 +26,7 @@ struct RemoteScriptShellTests {
         let output = try Sys.runCaptured([b("sh"), b("-c"), script], input: RemoteScript.input(items.flatMap { $0 }),
                                          timeout: .seconds(30))
         #expect(output.status == 0, "\(shell): \(String(decoding: output.stderr, as: UTF8.self))")
-        let replies = after == nil
-            ? { var r = ReplyReader(output.stdout); var t: [RemoteMirror.Reply] = []
-                while t.count < items.count, let f = r.field() { t.append(RemoteMirror.Reply(raw: f)) }; return t }()
-            : RemoteMirror.pairedReplies(output.stdout, names: items.map { $0.first ?? [] })
+        let replies = RemoteMirror.replies(output.stdout, items: items, withRecords: after != nil)
         let tokens = replies.map { reply in
             reply.token + (reply.token == "E" ? "" : (reply.record.map { " " + ByteEscaping.escape($0.name) } ?? ""))
         }

@@ -461,10 +461,14 @@ public final class RemoteMirror: MirrorProviding {
         guard !paths.isEmpty else { return [] }
         let words = try paths.map { try argument($0) }
         let output = try remote(RemoteScript.batch(target.directory, RemoteScript.stat), input: RemoteScript.input(words))
-        let replies = Self.pairedReplies(output.stdout, names: words)
-        guard replies.count == paths.count else {
+        return try whole(Self.pairedReplies(output.stdout, names: words), of: paths.count, output)
+    }
+
+    /// `replies` when every one of `count` came; else the remote's error, saying how many did.
+    private func whole(_ replies: [Reply], of count: Int, _ output: RemoteOutput) throws -> [Reply] {
+        guard replies.count == count else {
             let failure = remoteError(output, path: nil, "remote script")
-            throw KeepSyncError(failure.code, "\(replies.count) of \(paths.count) answers: \(failure.message)")
+            throw KeepSyncError(failure.code, "\(replies.count) of \(count) answers: \(failure.message)")
         }
         return replies
     }
@@ -502,17 +506,16 @@ public final class RemoteMirror: MirrorProviding {
         let perShell = max(1, min(items.count, RemoteScript.lineBudget / widest))
         let output = try remote(RemoteScript.batch(target.directory, body, perCall: perCall, items: perShell, after: after),
                                 input: RemoteScript.input(items.flatMap { $0 }))
+        return try whole(Self.replies(output.stdout, items: items, withRecords: after != nil), of: items.count, output)
+    }
+
+    /// A batch's answers, one per item in order (fewer when the output is cut short): with
+    /// records (`pairedReplies`, by each item's first word) or without.
+    static func replies(_ stdout: [UInt8], items: [[[UInt8]]], withRecords: Bool) -> [Reply] {
+        if withRecords { return pairedReplies(stdout, names: items.map { $0.first ?? [] }) }
+        var reader = ReplyReader(stdout)
         var replies: [Reply] = []
-        if after != nil {
-            replies = Self.pairedReplies(output.stdout, names: items.map { $0.first ?? [] })
-        } else {
-            var reader = ReplyReader(output.stdout)
-            while replies.count < items.count, let token = reader.field() { replies.append(Reply(raw: token)) }
-        }
-        guard replies.count == items.count else {
-            let failure = remoteError(output, path: nil, "remote script")
-            throw KeepSyncError(failure.code, "\(replies.count) of \(items.count) answers: \(failure.message)")
-        }
+        while replies.count < items.count, let token = reader.field() { replies.append(Reply(raw: token)) }
         return replies
     }
 
