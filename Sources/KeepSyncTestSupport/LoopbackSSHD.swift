@@ -58,8 +58,8 @@ public final class LoopbackSSHD: Sendable {
     public let directory: String
     /// The private key the client authenticates with.
     public let userKey: String
-    /// sshd's pid (the listener).
-    public let pid: pid_t
+    /// sshd's pid (the listener; a new one after `restart`).
+    public var pid: pid_t { state.withLock { $0.pid } }
     /// The programs used.
     public let tools: Tools
     /// `ssh` and its options, without the destination: argv as a remote mirror's
@@ -82,17 +82,20 @@ public final class LoopbackSSHD: Sendable {
     }
 
     private struct State {
+        var pid: pid_t
+        /// False between `shutDown` and `restart` (the pid is reaped and may be reused).
+        var running = true
         var stopped = false
         var sessions = 0
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     private init(tools: Tools, user: String, directory: String, port: UInt16, pid: pid_t) {
         self.tools = tools
         self.user = user
         self.directory = directory
         self.port = port
-        self.pid = pid
+        state = Mutex(State(pid: pid))
         userKey = directory + "/user_ed25519"
         sshArguments = [tools.ssh, "-F", "/dev/null", "-p", String(port), "-i", userKey,
                         "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
@@ -201,6 +204,9 @@ public final class LoopbackSSHD: Sendable {
         return UInt16(bigEndian: address.sin_port)
     }
 
+    /// `SetEnv SHLVL=1`: a bash started by sshd sources ~/.bashrc only at level 1, and the
+    /// machine's may be slow or hang (pyenv's init waits up to 60 s on a lock that a
+    /// session killed by `shutDown` or `stop` left behind): the tests are about keepsync.
     private static func writeConfig(_ dir: String, port: UInt16, user: String) throws {
         let config = """
             # LoopbackSSHD: sshd reads this file only (-f); nothing in /etc.
@@ -220,6 +226,7 @@ public final class LoopbackSSHD: Sendable {
             MaxStartups 100
             MaxSessions 100
             LogLevel INFO
+            SetEnv SHLVL=1
 
             """
         let path = dir + "/sshd_config"
@@ -293,6 +300,40 @@ public final class LoopbackSSHD: Sendable {
         kill(pid, SIGCONT)
     }
 
+    /// Kills sshd and every process below it, as a stopped service or a rebooting host:
+    /// connections to the port are refused until `restart`. Keeps the keys and the port.
+    public func shutDown() {
+        let running = state.withLock { s in
+            defer { s.running = false }
+            return s.running
+        }
+        guard running else { return }
+        // Frozen first: none can fork a child that would escape the kill.
+        let killed = freeze()
+        for p in killed { kill(p, SIGKILL) }
+        _ = ChildSpawning.reap(killed[0])
+        _ = eventuallyBlocking(timeout: .seconds(10), every: .milliseconds(1)) {
+            killed.dropFirst().allSatisfy { p in ProcessTree.entry(p).map { $0.state == UInt8(ascii: "Z") } ?? true }
+        }
+    }
+
+    /// Starts sshd again after `shutDown`, on the same port with the same keys, and waits
+    /// until `ssh … true` succeeds (at most `timeout`). Its log starts anew.
+    public func restart(timeout: Duration = .seconds(30)) throws {
+        let pid = try Self.spawnServer(tools, directory)
+        state.withLock { s in
+            s.pid = pid
+            s.running = true
+        }
+        let listening = eventuallyBlocking(timeout: timeout) {
+            Self.read(directory + "/sshd.log").contains("Server listening on 127.0.0.1 port \(port).") || ChildSpawning.poll(pid) != nil
+        }
+        guard listening, ChildSpawning.poll(pid) == nil else {
+            throw Failure(description: "sshd did not start again on port \(port); its log:\n\(log)")
+        }
+        try waitUntilReachable(timeout: timeout)
+    }
+
     /// Kills sshd and every process below it, waits until they are gone (or zombies
     /// of a parent that does not reap), then removes `directory`. Idempotent.
     public func stop() {
@@ -301,13 +342,7 @@ public final class LoopbackSSHD: Sendable {
             return !s.stopped
         }
         guard first else { return }
-        // Frozen first: none can fork a child that would escape the kill.
-        let killed = freeze()
-        for p in killed { kill(p, SIGKILL) }
-        _ = ChildSpawning.reap(pid)
-        _ = eventuallyBlocking(timeout: .seconds(10), every: .milliseconds(1)) {
-            killed.dropFirst().allSatisfy { p in ProcessTree.entry(p).map { $0.state == UInt8(ascii: "Z") } ?? true }
-        }
+        shutDown()
         // An ssh master of a test may still be making its control socket in there: retry.
         _ = eventuallyBlocking(timeout: .seconds(5), every: .milliseconds(10)) {
             (try? ScratchDirectory.removeTree(Array(directory.utf8))) != nil

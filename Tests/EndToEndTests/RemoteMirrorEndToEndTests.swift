@@ -289,4 +289,59 @@ struct RemoteMirrorEndToEndTests {
         #expect(cleared, "status still says unreachable: \(RunCommandTests.statusText(r.sandbox))")
         try await RunCommandTests.stop(agent, r.sandbox)
     }
+
+    @Test("sshd stopped for 30 s (connections refused) while 12,000 files come: the agent keeps watching, holds one full-pass flag past 10,000 changes (resident memory grows under 32 MiB), and once sshd is back converges over a new login, nothing lost",
+          .timeLimit(.minutes(4)))
+    func stoppedRemoteCatchesUp() async throws {
+        let r = try Remote("stoppedRemoteCatchesUp")
+        try r.sandbox.buildSmallSource()
+        let agent = try await r.start()
+        try await r.expectConverges(agent, "initial sync")
+
+        r.sshd.shutDown()
+        let clock = ContinuousClock(), down = clock.now
+        try FS.unlink(r.sandbox.source / "top.txt")
+        try FS.writeFile(r.sandbox.source / "dir/file.txt", "changed while sshd is stopped\n")
+        let noticed = await eventually(timeout: .seconds(20), every: .milliseconds(100)) {
+            RunCommandTests.statusText(r.sandbox).contains("remote unreachable since")
+        }
+        let residentAtLoss = Self.residentKiB(agent.pid)
+        // 400 new files every half second up to 12,000 (past the 10,000 held), then one
+        // file rewritten every half second, until sshd has been stopped for 30 s.
+        try FS.mkdir(r.sandbox.source / "away")
+        var written = 0, round = 0
+        while clock.now - down < .seconds(30) {
+            round += 1
+            for _ in 0..<400 where written < 12_000 {
+                try FS.writeFile(r.sandbox.source / Self.b("away/f-\(written)"), "written while sshd is stopped \(written)\n")
+                written += 1
+            }
+            try FS.writeFile(r.sandbox.source / "away/rewritten", "round \(round)\n")
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let residentAtEnd = Self.residentKiB(agent.pid)
+        #expect(noticed, "status never said the remote was unreachable: \(RunCommandTests.statusText(r.sandbox))\n\(agent.stderrText)")
+        #expect(agent.poll() == nil, "the agent ended while sshd was stopped:\n\(agent.stderrText)")
+        #expect(written == 12_000)
+        #expect(agent.stderrLines.contains { $0.contains("more than 10000 changes while the mirror's host is unreachable") },
+                "the agent never let the changes go for a full pass:\n\(agent.stderrText)")
+        print("RemoteMirrorEndToEndTests: stoppedRemoteCatchesUp: \(written) files in \(clock.now - down) with sshd stopped; resident \(residentAtLoss) KiB at the loss, \(residentAtEnd) KiB at the end")
+        #expect(residentAtLoss > 0 && residentAtEnd - residentAtLoss < 32 << 10, "resident memory grew from \(residentAtLoss) to \(residentAtEnd) KiB")
+
+        try r.sshd.restart()
+        try await r.expectConverges(agent, "after sshd is back")
+        #expect(r.sshd.acceptedLogins >= 1, "no login since sshd came back: \(r.sshd.log)")
+        let cleared = await eventually(timeout: .seconds(30)) {
+            !RunCommandTests.statusText(r.sandbox).contains("unreachable")
+        }
+        #expect(cleared, "status still says unreachable: \(RunCommandTests.statusText(r.sandbox))")
+        try await RunCommandTests.stop(agent, r.sandbox)
+    }
+
+    /// VmRSS of `pid` in KiB (0 when unreadable).
+    static func residentKiB(_ pid: pid_t) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
 }
