@@ -73,6 +73,9 @@ public final class FakeAgentHost: AgentHost {
         return {}
     }
 
+    /// Nothing to read ahead in memory.
+    public func readAhead(_ settings: Settings) -> @Sendable () -> Void { {} }
+
     /// The source root's stat, unless it is gone.
     public func sourceRootStat(_ path: [UInt8]) -> FileStat? {
         state.withLock { $0.rootGone } ? nil : try? source.stat(.root)

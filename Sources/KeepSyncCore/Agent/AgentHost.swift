@@ -20,6 +20,10 @@ public protocol AgentHost: Sendable {
     func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat) -> any WatcherProviding
     /// Starts reading the source's directories ahead of a watcher's walk; returns its stop.
     func warmDirectories(_ settings: Settings) -> @Sendable () -> Void
+    /// Starts reading both trees (a remote mirror's: the source only) and looking up their
+    /// entries while the records load, so that the pass after finds them cached; returns
+    /// its stop.
+    func readAhead(_ settings: Settings) -> @Sendable () -> Void
     /// The lstat of the source root's path now; nil when nothing is there.
     func sourceRootStat(_ path: [UInt8]) -> FileStat?
     /// True when the source root's path lists no entries (false when it cannot be read).

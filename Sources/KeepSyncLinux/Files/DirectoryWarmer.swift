@@ -5,7 +5,9 @@ import Synchronization
 
 /// Reads every directory of a tree on several threads (open, getdents), so that a walk
 /// that must stay sequential (the watcher's: watch, then list) finds them in the page
-/// cache. Reads only; never follows a link; stops when told.
+/// cache; with `lookUp`, each entry is stat'ed too, so that its inode is read from the
+/// disk now rather than by the scan after. Reads only; never follows a link; stops when
+/// told.
 final class DirectoryWarmer: Sendable {
     private let stack: Mutex<(pending: [[UInt8]], busy: Int, stopped: Bool)>
     private let wake = DispatchSemaphore(value: 0)
@@ -13,10 +15,22 @@ final class DirectoryWarmer: Sendable {
     private let width: Int
     private let excludes: ExcludeMatcher
     private let root: [UInt8]
+    private let lookUp: Bool
+    private let counts = Atomic<Int>(0)
+    private let lookups = Atomic<Int>(0)
+    /// Set by `stop`: the directory in hand is read without its lookups.
+    private let halted = Atomic<Bool>(false)
 
-    /// Starts `width` readers at `root` (absolute path), skipping excluded directories.
-    init(root: [UInt8], excludes: ExcludeMatcher, width: Int) {
+    /// Directories read so far.
+    var directoriesRead: Int { counts.load(ordering: .relaxed) }
+    /// Entries stat'ed so far (`lookUp`).
+    var entriesLookedUp: Int { lookups.load(ordering: .relaxed) }
+
+    /// Starts `width` readers at `root` (absolute path), skipping excluded directories;
+    /// `lookUp`: each entry is stat'ed as well.
+    init(root: [UInt8], excludes: ExcludeMatcher, width: Int, lookUp: Bool = false) {
         self.root = root
+        self.lookUp = lookUp
         self.excludes = excludes
         self.width = width
         stack = Mutex(([[]], 0, false))
@@ -28,6 +42,7 @@ final class DirectoryWarmer: Sendable {
 
     /// Stops the readers (they finish the directory in hand) and waits for them.
     func stop() {
+        halted.store(true, ordering: .relaxed)
         stack.withLock { $0.stopped = true }
         for _ in 0..<width { wake.signal() }
         group.wait()
@@ -69,10 +84,15 @@ final class DirectoryWarmer: Sendable {
         guard let fd = try? Sys.open(.currentDirectory, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) else { return [] }
         defer { fd.close() }
         guard let entries = try? Inotify.entries(fd) else { return [] }
+        counts.add(1, ordering: .relaxed)
         var out: [[UInt8]] = []
-        for e in entries where e.isDirectory {
+        for e in entries {
             let child = relative.isEmpty ? e.name : relative + [0x2F] + e.name
-            if !excludes.excludes(RelativePath(bytes: child), isDirectory: true) { out.append(child) }
+            if lookUp, !halted.load(ordering: .relaxed) {
+                _ = try? Sys.lstat(fd, e.name)
+                lookups.add(1, ordering: .relaxed)
+            }
+            if e.isDirectory, !excludes.excludes(RelativePath(bytes: child), isDirectory: true) { out.append(child) }
         }
         return out
     }

@@ -70,6 +70,17 @@ public struct LinuxAgentHost: AgentHost {
         return { warmer.stop() }
     }
 
+    /// Two readers per tree, each entry stat'ed: the record load keeps one core busy, the
+    /// readers wait on the disk.
+    public func readAhead(_ settings: Settings) -> @Sendable () -> Void {
+        let source = DirectoryWarmer(root: settings.source, excludes: settings.excludes, width: 2, lookUp: true)
+        let mirror = remote == nil ? DirectoryWarmer(root: settings.mirror, excludes: settings.excludes, width: 2, lookUp: true) : nil
+        return {
+            source.stop()
+            mirror?.stop()
+        }
+    }
+
     /// `stat` of the source root.
     public func sourceRootStat(_ path: [UInt8]) -> FileStat? { HostPaths.stat(path) }
 
