@@ -494,6 +494,32 @@ struct MirrorSeamTests {
         await manager.stop()
     }
 
+    @Test("waitForCopies returns however its wait meets the copies' ends: 100 rounds of two gated groups released just before the wait",
+          .timeLimit(.minutes(1)))
+    func waitForCopiesNeverMissesTheEnd() async throws {
+        var rounds = 0
+        for round in 0..<100 {
+            let source = InMemoryTree(device: 1)
+            let names = (0..<8).map { Self.p("f\(round)-\($0)") }
+            for name in names { source.writeFile(name, Array("bytes of \(name.escaped)".utf8)) }
+            let mirror = RecordingMirror()
+            let gate = DispatchSemaphore(value: 0)
+            mirror.installGate.withLock { $0 = gate }
+            let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+            let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .dispatch(limit: 2))
+            for name in names { await manager.receive(.closedAfterWrite(name)) }
+            await manager.processDue()
+            #expect(await !manager.inFlight.isEmpty, "no copy under way")
+            // The groups end while the wait is on its way to the manager.
+            gate.signal()
+            await manager.waitForCopies()
+            #expect(await manager.inFlight.isEmpty)
+            await manager.stop()
+            rounds += 1
+        }
+        #expect(rounds == 100)
+    }
+
     @Test("new directories of a live round with files in them are finished once their copies landed: one stat call and one attribute call for all, none before")
     func newDirectoriesFinishedTogetherAfterTheirCopies() async throws {
         let source = InMemoryTree(device: 1)

@@ -306,7 +306,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Returns once the manager is idle.
     public func waitUntilIdle() async {
         if isIdle { return }
-        await withCheckedContinuation { idleWaiters.append($0) }
+        // Asked again inside: see `waitForSignal`.
+        await withCheckedContinuation { c in
+            if isIdle { c.resume() } else { idleWaiters.append(c) }
+        }
     }
 
     /// Status numbers.

@@ -61,7 +61,10 @@ extension SyncManager {
     /// driving `processDue` itself, as a test does, waits here for the round to end).
     public func waitForCopies() async {
         while !(inFlight.isEmpty && copyQueue.isEmpty) {
-            await withCheckedContinuation { copyWaiters.append($0) }
+            // Asked again inside: see `waitForSignal`.
+            await withCheckedContinuation { c in
+                if inFlight.isEmpty && copyQueue.isEmpty { c.resume() } else { copyWaiters.append(c) }
+            }
         }
     }
 
