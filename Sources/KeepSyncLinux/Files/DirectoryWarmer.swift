@@ -9,7 +9,7 @@ import Synchronization
 /// disk now rather than by the scan after. Reads only; never follows a link; stops when
 /// told.
 final class DirectoryWarmer: Sendable {
-    private let stack: Mutex<(pending: [[UInt8]], busy: Int, stopped: Bool)>
+    private let stack: Mutex<(pending: [[UInt8]], busy: Int)>
     private let wake = DispatchSemaphore(value: 0)
     private let group = DispatchGroup()
     private let width: Int
@@ -18,7 +18,8 @@ final class DirectoryWarmer: Sendable {
     private let lookUp: Bool
     private let counts = Atomic<Int>(0)
     private let lookups = Atomic<Int>(0)
-    /// Set by `stop`: the directory in hand is read without its lookups.
+    /// Set by `stop`: readers take no more directories, and the one in hand is read
+    /// without its lookups.
     private let halted = Atomic<Bool>(false)
 
     /// Directories read so far.
@@ -33,7 +34,7 @@ final class DirectoryWarmer: Sendable {
         self.lookUp = lookUp
         self.excludes = excludes
         self.width = width
-        stack = Mutex(([[]], 0, false))
+        stack = Mutex(([[]], 0))
         wake.signal()
         for i in 0..<width {
             DispatchQueue(label: "keepsync.warm.\(i)").async(group: group) { self.work() }
@@ -43,7 +44,6 @@ final class DirectoryWarmer: Sendable {
     /// Stops the readers (they finish the directory in hand) and waits for them.
     func stop() {
         halted.store(true, ordering: .relaxed)
-        stack.withLock { $0.stopped = true }
         for _ in 0..<width { wake.signal() }
         group.wait()
     }
@@ -52,7 +52,7 @@ final class DirectoryWarmer: Sendable {
         while true {
             wake.wait()
             let next: [UInt8]?? = stack.withLock { s in
-                if s.stopped { return .some(nil) }
+                if halted.load(ordering: .relaxed) { return .some(nil) }
                 guard let p = s.pending.popLast() else { return nil }
                 s.busy += 1
                 return .some(p)
