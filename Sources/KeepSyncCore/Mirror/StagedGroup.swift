@@ -14,19 +14,28 @@ struct StagedGroup: Sendable {
         paths.map { ($0, results[$0] ?? .success(nil)) }
     }
 
-    /// Group commit, step 1: opens and stages every file, `io.width` at a time.
+    /// Group commit, step 1: opens every file and asks for its data ahead (the group's
+    /// small files then come from the disk together, not one read after another), then
+    /// stages each, `io.width` at a time.
     init(staging paths: [RelativePath], from source: any FileSystemProviding, into steps: any FileAccessorProviding,
                 io: ParallelIO) {
-        let slots = Mutex<[Result<StagedFile?, any Error>?]>(Array(repeating: nil, count: paths.count))
+        let opened = OpenedFiles(count: paths.count)
         io.forEach(paths.count) { i in
-            let path = paths[i]
-            let outcome: Result<StagedFile?, any Error> = Result {
+            opened.set(i, Result {
                 let file: any SourceFile
-                do { file = try source.open(path) } catch let error as KeepSyncError where error.code == .notFound {
+                do { file = try source.open(paths[i]) } catch let error as KeepSyncError where error.code == .notFound {
                     return nil
                 }
+                file.willRead()
+                return file
+            })
+        }
+        let slots = Mutex<[Result<StagedFile?, any Error>?]>(Array(repeating: nil, count: paths.count))
+        io.forEach(paths.count) { i in
+            let outcome: Result<StagedFile?, any Error> = opened.take(i).flatMap { file in
+                guard let file else { return .success(nil) }
                 defer { file.close() }
-                return try steps.stage(path, from: file, durable: false)
+                return Result { try steps.stage(paths[i], from: file, durable: false) }
             }
             slots.withLock { $0[i] = outcome }
         }
@@ -68,5 +77,31 @@ struct StagedGroup: Sendable {
                 return CopyResult(path: s.path, source: s.source, installed: installed)
             }
         }
+    }
+}
+
+/// A group's opened source files between its two steps: slot `i` is written by the one
+/// thread that opened file `i`, then read by the one that stages it, after the first
+/// `forEach` returned (its wait orders the two).
+private final class OpenedFiles: @unchecked Sendable {
+    private let slots: UnsafeMutableBufferPointer<Result<(any SourceFile)?, any Error>>
+
+    init(count: Int) {
+        slots = .allocate(capacity: count)
+        slots.initialize(repeating: .success(nil))
+    }
+
+    deinit {
+        for file in slots { if case .success(let file?) = file { file.close() } }
+        slots.deinitialize()
+        slots.deallocate()
+    }
+
+    func set(_ i: Int, _ file: Result<(any SourceFile)?, any Error>) { slots[i] = file }
+
+    /// The file of slot `i`, now the caller's to close.
+    func take(_ i: Int) -> Result<(any SourceFile)?, any Error> {
+        defer { slots[i] = .success(nil) }
+        return slots[i]
     }
 }

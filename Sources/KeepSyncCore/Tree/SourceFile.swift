@@ -8,4 +8,12 @@ public protocol SourceFile: AnyObject {
     func currentStat() throws -> FileStat
     /// Closes the file; further calls fail.
     func close()
+    /// Asks for the file's first bytes to be read in the background, ahead of `read`: a
+    /// hint, without effect where nothing is read from a disk.
+    func willRead()
+}
+
+extension SourceFile {
+    /// Nothing to read ahead.
+    public func willRead() {}
 }

@@ -207,6 +207,16 @@ public final class PosixSourceFile: SourceFile {
         do throws(Errno) { return try fd.stat() } catch { throw error.error("fstat", path: path) }
     }
 
+    /// The most of a file asked for ahead of its copy: a small file whole, a big one's
+    /// start (its copy reads ahead on its own).
+    static let readAhead = 256 << 10
+
+    /// Starts reading the file's first bytes into the page cache in the background.
+    public func willRead() {
+        guard stat.size > 0 else { return }
+        fd?.willRead(Int(min(stat.size, UInt64(Self.readAhead))))
+    }
+
     /// Closes the file.
     public func close() {
         fd?.close()

@@ -41,6 +41,10 @@ struct FileDescriptor: Sendable, Hashable {
     /// `fsync`.
     func sync() throws(Errno) { _ = try valueOrErrno { fsync(rawValue) } }
 
+    /// Asks the kernel to start reading the first `count` bytes in the background
+    /// (`POSIX_FADV_WILLNEED`); a hint, so a failure is ignored.
+    func willRead(_ count: Int) { _ = posix_fadvise(rawValue, 0, off_t(count), POSIX_FADV_WILLNEED) }
+
     /// `syncfs` of the file system holding this descriptor.
     func syncFileSystem() throws(Errno) { _ = try valueOrErrno { ks_syncfs(rawValue) } }
 
