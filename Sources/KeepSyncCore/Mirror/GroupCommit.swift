@@ -1,45 +1,76 @@
 import Dispatch
 import Synchronization
 
-/// A local group commit in flight: a staged group whose barrier runs on `io`'s side
-/// thread (in order on the caller with `.serial`) while the caller stages the next
-/// group; `finish` waits for it and publishes.
+/// A local group commit in flight, each step in its lane of `io` (see `ParallelIO.Lane`):
+/// staged from the start, its barrier once the staging ended, its renames once the
+/// barrier did; the caller goes on with its walk meanwhile, and `finish` waits for the
+/// results. With `.serial` the steps run in order on the caller, the renames at `finish`.
 final class GroupCommit: PendingInstall {
-    private var group: StagedGroup
+    typealias Results = [(path: RelativePath, result: Result<CopyResult?, any Error>)]
+    private let shared = Shared()
+    private let staging: DispatchGroup
     private let mirror: LocalMirror
     private let source: any FileSystemProviding
     private let io: ParallelIO
     private let logger: Logger
-    private var barrier: DispatchGroup?
-    private let outcome = BarrierOutcome()
+    private var published: DispatchGroup?
 
-    /// What a barrier on another thread said.
-    private final class BarrierOutcome: Sendable {
-        let error = Mutex<(any Error)?>(nil)
+    /// What the lanes hand over.
+    private final class Shared: Sendable {
+        let staged = Mutex<StagedGroup?>(nil)
+        let barrierError = Mutex<(any Error)?>(nil)
+        let results = Mutex<Results?>(nil)
     }
 
-    init(_ group: StagedGroup, mirror: LocalMirror, source: any FileSystemProviding, io: ParallelIO, logger: Logger) {
-        self.group = group
+    /// Starts staging `paths`, and the rest once it ended.
+    init(_ paths: [RelativePath], mirror: LocalMirror, source: any FileSystemProviding, io: ParallelIO, logger: Logger) {
         self.mirror = mirror
         self.source = source
         self.io = io
         self.logger = logger
+        let shared = self.shared, steps = mirror.steps
+        staging = io.start(.stage) {
+            let group = StagedGroup(staging: paths, from: source, into: steps, io: io)
+            shared.staged.withLock { $0 = group }
+        }
+        commit()
     }
 
-    /// Starts the barrier (none when nothing was staged).
+    /// Starts the barrier once the staging ended (none when nothing was staged), then the
+    /// renames (beside the caller only).
     func commit() {
-        guard barrier == nil else { return }
-        let steps = mirror.steps, outcome = self.outcome
-        barrier = group.staged.isEmpty ? DispatchGroup() : io.start {
-            do { try steps.barrier() } catch { outcome.error.withLock { $0 = error } }
+        guard published == nil else { return }
+        let steps = mirror.steps, shared = self.shared, staging = self.staging
+        let barrier = io.start(.barrier) {
+            staging.wait()
+            guard shared.staged.withLock({ $0?.staged.isEmpty == false }) else { return }
+            do { try steps.barrier() } catch { shared.barrierError.withLock { $0 = error } }
+        }
+        guard io.runsBeside else {
+            published = barrier
+            return
+        }
+        let mirror = self.mirror, source = self.source, logger = self.logger
+        published = io.start(.publish) {
+            barrier.wait()
+            Self.publish(shared, from: source, into: mirror, logger: logger)
         }
     }
 
-    /// Waits for the barrier, then publishes.
-    func finish() -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
+    /// Waits for the renames (serial: does them), then returns the results.
+    func finish() -> Results {
         commit()
-        barrier?.wait()
-        group.publish(barrierError: outcome.error.withLock { $0 }, from: source, into: mirror, logger: logger)
-        return group.orderedResults
+        published?.wait()
+        if !io.runsBeside { Self.publish(shared, from: source, into: mirror, logger: logger) }
+        return shared.results.withLock { $0 } ?? []
+    }
+
+    /// Publishes the staged group after its barrier and keeps the results.
+    private static func publish(_ shared: Shared, from source: any FileSystemProviding, into mirror: LocalMirror,
+                                logger: Logger) {
+        guard var group = shared.staged.withLock({ $0 }) else { return }
+        group.publish(barrierError: shared.barrierError.withLock { $0 }, from: source, into: mirror, logger: logger)
+        let results = group.orderedResults
+        shared.results.withLock { $0 = results }
     }
 }

@@ -52,14 +52,15 @@ public protocol MirrorProviding: FileSystemProviding {
     func install(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                  logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)]
     /// The same install of a group in three steps, so that a caller can overlap one
-    /// group's barrier with its work on the next: this call transfers the data (nothing
-    /// visible yet), `PendingInstall.commit` starts the barrier, `finish` waits for it and
-    /// puts the files in place.
+    /// group's barrier with its work on the next: this call starts transferring the data
+    /// (nothing visible yet), `PendingInstall.commit` starts the barrier (a local mirror's
+    /// starts at once, after its staging), `finish` waits for the files to be in place.
     func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                       logger: Logger) -> any PendingInstall
 
-    /// How many group installs may run at once: a local mirror's share its disk and the
-    /// copy threads (2); a remote one's mostly wait on the network and the remote's fsyncs.
+    /// How many group installs may run at once: a local mirror's each wait in turn for
+    /// staging, barrier and renames (5); a remote one's mostly wait on the network and the
+    /// remote's fsyncs.
     var concurrentGroups: Int { get }
     /// The most files in one group install: a local mirror's group shares one barrier
     /// (256); a remote one's is one rsync run, whose start and checks cost round trips.

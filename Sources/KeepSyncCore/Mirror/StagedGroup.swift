@@ -16,7 +16,10 @@ struct StagedGroup: Sendable {
 
     /// Group commit, step 1: opens every file and asks for its data ahead (the group's
     /// small files then come from the disk together, not one read after another), then
-    /// stages each, `io.width` at a time.
+    /// stages them, `io.width` runs at a time: a run is files of one directory, at most
+    /// `runFiles` and about `runBytes`, so that two threads rarely create files in one
+    /// directory at once (each create holds the directory's lock, and the others spun on
+    /// it: 12% of a cold 100k-file copy's samples).
     init(staging paths: [RelativePath], from source: any FileSystemProviding, into steps: any FileAccessorProviding,
                 io: ParallelIO) {
         let opened = OpenedFiles(count: paths.count)
@@ -30,14 +33,17 @@ struct StagedGroup: Sendable {
                 return file
             })
         }
+        let runs = Self.runs(paths, size: opened.size)
         let slots = Mutex<[Result<StagedFile?, any Error>?]>(Array(repeating: nil, count: paths.count))
-        io.forEach(paths.count) { i in
-            let outcome: Result<StagedFile?, any Error> = opened.take(i).flatMap { file in
-                guard let file else { return .success(nil) }
-                defer { file.close() }
-                return Result { try steps.stage(paths[i], from: file, durable: false) }
+        io.forEach(runs.count) { r in
+            for i in runs[r] {
+                let outcome: Result<StagedFile?, any Error> = opened.take(i).flatMap { file in
+                    guard let file else { return .success(nil) }
+                    defer { file.close() }
+                    return Result { try steps.stage(paths[i], from: file, durable: false) }
+                }
+                slots.withLock { $0[i] = outcome }
             }
-            slots.withLock { $0[i] = outcome }
         }
         self.paths = paths
         staged = []
@@ -49,6 +55,25 @@ struct StagedGroup: Sendable {
             case .failure(let error): results[paths[i]] = .failure(error)
             }
         }
+    }
+
+    static let runFiles = 16
+    static let runBytes: UInt64 = 1 << 20
+
+    /// Splits `paths` into runs of neighbours in one directory (see `init`).
+    static func runs(_ paths: [RelativePath], size: (Int) -> UInt64) -> [Range<Int>] {
+        var runs: [Range<Int>] = []
+        var start = 0, bytes: UInt64 = 0
+        for i in paths.indices {
+            if i > start && (i - start >= runFiles || bytes >= runBytes || paths[i].parent != paths[start].parent) {
+                runs.append(start..<i)
+                start = i
+                bytes = 0
+            }
+            bytes += size(i)
+        }
+        if start < paths.count { runs.append(start..<paths.count) }
+        return runs
     }
 
     /// Group commit, step 2 (after the barrier): renames each staged file whose source is
@@ -98,6 +123,12 @@ private final class OpenedFiles: @unchecked Sendable {
     }
 
     func set(_ i: Int, _ file: Result<(any SourceFile)?, any Error>) { slots[i] = file }
+
+    /// The size of file `i` when opened (0 for none).
+    func size(_ i: Int) -> UInt64 {
+        if case .success(let file?) = slots[i] { return file.stat.size }
+        return 0
+    }
 
     /// The file of slot `i`, now the caller's to close.
     func take(_ i: Int) -> Result<(any SourceFile)?, any Error> {

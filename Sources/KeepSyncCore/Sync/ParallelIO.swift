@@ -5,14 +5,31 @@ import Synchronization
 /// its own when it has work (a file copy waiting on the disk must not hold up the next).
 public final class ParallelIO: Sendable {
     let queues: [DispatchQueue]
-    /// For `start`: work that runs beside `forEach`.
-    let side: DispatchQueue?
+    /// One serial queue a lane, beside `forEach`'s (none when serial).
+    let lanes: [Lane: DispatchQueue]
+
+    /// Work that runs beside the caller, in order within its lane: a group commit's
+    /// stages each have one, so that one group's barrier runs while the next is staged
+    /// and the one before is published.
+    public enum Lane: CaseIterable, Sendable {
+        /// Staging (which itself calls `forEach`).
+        case stage
+        /// Barriers.
+        case barrier
+        /// Renames into place.
+        case publish
+    }
 
     /// `width` queues; 1 runs everything on the caller.
     public init(width: Int) {
         queues = width <= 1 ? [] : (0..<width).map { DispatchQueue(label: "keepsync.io.\($0)") }
-        side = width <= 1 ? nil : DispatchQueue(label: "keepsync.io.side")
+        var lanes: [Lane: DispatchQueue] = [:]
+        if width > 1 { for lane in Lane.allCases { lanes[lane] = DispatchQueue(label: "keepsync.io.\(lane)") } }
+        self.lanes = lanes
     }
+
+    /// Whether `start` runs beside the caller (false: on it, at once).
+    public var runsBeside: Bool { !lanes.isEmpty }
 
     /// Parallelism.
     public var width: Int { max(1, queues.count) }
@@ -37,11 +54,10 @@ public final class ParallelIO: Sendable {
         group.wait()
     }
 
-    /// Runs `body` on a queue of its own without waiting (serial: now); `wait` on the
-    /// returned group.
-    public func start(_ body: @escaping @Sendable () -> Void) -> DispatchGroup {
+    /// Runs `body` in `lane` without waiting (serial: now); `wait` on the returned group.
+    public func start(_ lane: Lane, _ body: @escaping @Sendable () -> Void) -> DispatchGroup {
         let group = DispatchGroup()
-        if let side { side.async(group: group, execute: body) } else { body() }
+        if let queue = lanes[lane] { queue.async(group: group, execute: body) } else { body() }
         return group
     }
 
