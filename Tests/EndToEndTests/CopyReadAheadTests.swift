@@ -49,4 +49,39 @@ struct CopyReadAheadTests {
         // Whole groups are asked for at once (the first is small, later ones up to 256).
         #expect(mostWaiting >= 64)
     }
+
+    /// Staged files of one directory share one open descriptor of it, and its renames
+    /// another: a group opened each file's directory twice (one `openat2` and one `close`
+    /// for staging, the same for the rename).
+    @Test func aGroupOpensEachDirectoryOnceToStageAndOnceToRename() throws {
+        let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
+        let sandbox = try Sandbox()
+        for d in 0..<8 {
+            try FS.mkdirs(sandbox.source / "d\(d)")
+            for f in 0..<40 { try FS.writeFile(sandbox.source / "d\(d)/f\(f)", "file \(d)/\(f)\n") }
+        }
+        let log = sandbox.root / "trace"
+        let arguments = ["-f", "-y", "-xx", "-qq", "-o", String(decoding: log, as: UTF8.self), "-e",
+                         "trace=openat,openat2,rename,renameat,renameat2", String(decoding: sandbox.binary, as: UTF8.self), "sync"]
+            .map { Array($0.utf8) } + sandbox.paths.map(\.argumentBytes)
+        let result = try ChildProcess.run(strace, arguments: arguments, environment: sandbox.environment, timeout: .seconds(120))
+        try #require(result.status == 0, "\(result)")
+
+        let mirror = String(decoding: sandbox.mirror, as: UTF8.self) + "/"
+        var directoryOpens = 0, renames = 0
+        for call in TraceCall.calls(in: try FS.readFile(log)) {
+            if call.name.hasPrefix("rename"), call.arguments.compactMap(TraceCall.fdPath).first.map({ String(decoding: $0, as: UTF8.self).hasPrefix(mirror) }) == true {
+                renames += 1
+            }
+            guard call.name.hasPrefix("openat"), let opened = call.returnedPath,
+                  String(decoding: opened, as: UTF8.self).hasPrefix(mirror),
+                  call.arguments.contains(where: { String(decoding: $0, as: UTF8.self).contains("O_DIRECTORY") }) else { continue }
+            directoryOpens += 1
+        }
+        print("CopyReadAheadTests: \(renames) renames in the mirror's directories, \(directoryOpens) opens of them")
+        #expect(renames == 320)
+        // Two groups (256 and 64 files) over 8 directories, each opened to stage and to
+        // rename, and for each directory's finish: a few dozen, not one per file.
+        #expect(directoryOpens <= 64, "\(directoryOpens) opens of mirror directories for 320 files")
+    }
 }

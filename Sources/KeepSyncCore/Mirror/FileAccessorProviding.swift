@@ -23,6 +23,8 @@ public protocol FileAccessorProviding: FileSystemProviding {
     func barrier() throws
     /// Group commit, step 2 (after a barrier): renames a staged file into place.
     func publish(_ staged: StagedFile) throws -> FileStat
+    /// `publish` of each, in order.
+    func publishAll(_ staged: [StagedFile]) -> [Result<FileStat, any Error>]
     /// Removes a staged file's temp file.
     func discard(_ staged: StagedFile)
     /// Removes a keepsync temp file (`path` names one) unless a copy of this process is
@@ -35,6 +37,11 @@ public protocol FileAccessorProviding: FileSystemProviding {
 }
 
 extension FileAccessorProviding {
+    /// One `publish` after the other.
+    public func publishAll(_ staged: [StagedFile]) -> [Result<FileStat, any Error>] {
+        staged.map { s in Result { try publish(s) } }
+    }
+
     /// Copies `source` to `path` on its own, atomically and durably: staged (temp file,
     /// data, mode, mtime) and fsynced, the source checked unchanged, renamed into place.
     /// The group commit's steps with the file's fsync for the barrier, through the same

@@ -89,6 +89,7 @@ struct StagedGroup: Sendable {
             }
             return
         }
+        var unchanged: [StagedFile] = []
         for s in staged {
             let now = try? source.currentVersion(s.path)
             guard let now, now.sameVersion(as: s.source) else {
@@ -96,8 +97,10 @@ struct StagedGroup: Sendable {
                 results[s.path] = Result { try mirror.copyFile(s.path, from: source, logger: logger) }
                 continue
             }
-            results[s.path] = Result {
-                let installed = try steps.publish(s)
+            unchanged.append(s)
+        }
+        for (s, installed) in zip(unchanged, steps.publishAll(unchanged)) {
+            results[s.path] = installed.map { installed in
                 logger.debug("copied \(s.path.escaped) (\(installed.size) bytes)")
                 return CopyResult(path: s.path, source: s.source, installed: installed)
             }

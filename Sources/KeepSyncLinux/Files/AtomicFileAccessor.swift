@@ -25,7 +25,10 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// in while it waits for its rename (nil: the root, or not staged). A sweep leaves
     /// them alone; a failed rename or a discard unlinks one through its own directory,
     /// wherever another process moved that directory meanwhile.
-    let temporaries = Mutex<[[UInt8]: FileDescriptor?]>([:])
+    let temporaries = Mutex<[[UInt8]: StagingDirectory?]>([:])
+    /// The directories staged temp files wait in, open once for all of them (a group
+    /// stages files of one directory back to back), with how many files use each.
+    let stagingDirectories = Mutex<[RelativePath: (directory: StagingDirectory, files: Int)]>([:])
 
     /// True where `syncfs` does not reach the file system: see the type's comment.
     let perFileSync: Bool
@@ -74,14 +77,17 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// The directory it is made in stays open until `publish` or `discard`.
     public func stage(_ path: RelativePath, from source: any SourceFile, durable: Bool) throws -> StagedFile {
         let parentPath = path.parent!
-        let parent: FileDescriptor
+        let directory: StagingDirectory?
         if parentPath.isRoot {
-            parent = tree.root
+            directory = nil
         } else {
-            do throws(Errno) { parent = try tree.openDirectory(parentPath) } catch { throw error.error("open parent directory", path: path) }
+            do throws(Errno) { directory = try useStagingDirectory(parentPath) } catch {
+                throw error.error("open parent directory", path: path)
+            }
         }
+        let parent = directory?.fd ?? tree.root
         var kept = false
-        defer { if !kept && !parentPath.isRoot { parent.close() } }
+        defer { if !kept { releaseStagingDirectory(parentPath, directory) } }
         let (temp, tempName) = try createTemporary(in: parent, path: path)
         defer {
             temp.close()
@@ -95,13 +101,42 @@ public final class AtomicFileAccessor: FileAccessorProviding {
             if durable || perFileSync { try temp.sync() }
         } catch { throw error.error("finish temp file", path: path) }
         kept = true
-        temporaries.withLock { $0[tempName] = parentPath.isRoot ? nil : parent }
+        temporaries.withLock { $0[tempName] = directory }
         return StagedFile(path: path, temporaryName: tempName, source: source.stat)
     }
 
-    /// Takes a staged temp file's directory out of the table (nil: the root).
-    private func takeStagedDirectory(_ name: [UInt8]) -> FileDescriptor? {
-        temporaries.withLock { $0.removeValue(forKey: name) ?? nil }
+    /// The open directory for a temp file in `path`: the one its staged neighbours wait
+    /// in, or a new one.
+    private func useStagingDirectory(_ path: RelativePath) throws(Errno) -> StagingDirectory {
+        let known = stagingDirectories.withLock { table -> StagingDirectory? in
+            guard let entry = table[path] else { return nil }
+            table[path]!.files += 1
+            return entry.directory
+        }
+        if let known { return known }
+        let opened = StagingDirectory(try tree.openDirectory(path))
+        return stagingDirectories.withLock { table in
+            // Another thread may have opened it meanwhile: one serves both.
+            let directory = table[path]?.directory ?? opened
+            table[path] = (directory, (table[path]?.files ?? 0) + 1)
+            return directory
+        }
+    }
+
+    /// One file less waits in `directory` (nil: the root); closed once none does.
+    private func releaseStagingDirectory(_ path: RelativePath, _ directory: StagingDirectory?) {
+        guard let directory else { return }
+        stagingDirectories.withLock { table in
+            guard let entry = table[path], entry.directory === directory else { return }
+            if entry.files <= 1 { table[path] = nil } else { table[path]!.files -= 1 }
+        }
+    }
+
+    /// Takes a staged temp file's directory out of the tables (nil: the root).
+    private func takeStagedDirectory(_ staged: StagedFile) -> StagingDirectory? {
+        let directory = temporaries.withLock { $0.removeValue(forKey: staged.temporaryName) ?? nil }
+        releaseStagingDirectory(staged.path.parent!, directory)
+        return directory
     }
 
     /// Unlinks a temp file of ours through the directory it was made in and forgets it.
@@ -154,29 +189,47 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// rename succeeds only where the temp file is: the directory it was made in). When it
     /// cannot (that directory moved or was swapped for a link, or the rename failed), the
     /// temp file is unlinked through the directory it was made in.
-    public func publish(_ staged: StagedFile) throws -> FileStat {
-        changed(staged.path, staged.path.parent)
-        let made = takeStagedDirectory(staged.temporaryName)
-        defer { made?.close() }
-        do {
-            return try tree.withParent(staged.path) { parent, name in
-                do throws(Errno) {
-                    try Sys.rename(parent, staged.temporaryName, parent, name)
-                    guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
-                    return st
-                } catch { throw error.error("renameat", path: staged.path) }
+    public func publish(_ staged: StagedFile) throws -> FileStat { try publishAll([staged])[0].get() }
+
+    /// `publish` of each, in order, opening each directory once for the files of it that
+    /// follow one another.
+    public func publishAll(_ staged: [StagedFile]) -> [Result<FileStat, any Error>] {
+        var parentPath: RelativePath?
+        var parent: Result<FileDescriptor, Errno> = .success(tree.root)
+        defer { if case .success(let fd) = parent, fd != tree.root { fd.close() } }
+        return staged.map { staged in
+            let path = staged.path.parent!
+            if path != parentPath {
+                if case .success(let fd) = parent, fd != tree.root { fd.close() }
+                parentPath = path
+                parent = path.isRoot ? .success(tree.root) : Result { () throws(Errno) in try tree.openDirectory(path) }
             }
+            return Result { try publish(staged, in: parent) }
+        }
+    }
+
+    private func publish(_ staged: StagedFile, in parentDirectory: Result<FileDescriptor, Errno>) throws -> FileStat {
+        changed(staged.path, staged.path.parent)
+        let made = takeStagedDirectory(staged)
+        let parent: FileDescriptor
+        do throws(Errno) { parent = try parentDirectory.get() } catch {
+            try? Sys.unlink(made?.fd ?? tree.root, staged.temporaryName, directory: false)
+            throw error.error("open parent directory", path: staged.path)
+        }
+        do throws(Errno) {
+            try Sys.rename(parent, staged.temporaryName, parent, staged.path.name)
+            guard let st = try Sys.lstat(parent, staged.path.name) else { throw Errno.noSuchFileOrDirectory }
+            return st
         } catch {
-            try? Sys.unlink(made ?? tree.root, staged.temporaryName, directory: false)
-            throw error
+            try? Sys.unlink(made?.fd ?? tree.root, staged.temporaryName, directory: false)
+            throw error.error("renameat", path: staged.path)
         }
     }
 
     /// Removes a staged temp file, through the directory it was made in.
     public func discard(_ staged: StagedFile) {
-        let made = takeStagedDirectory(staged.temporaryName)
-        defer { made?.close() }
-        try? Sys.unlink(made ?? tree.root, staged.temporaryName, directory: false)
+        let made = takeStagedDirectory(staged)
+        try? Sys.unlink(made?.fd ?? tree.root, staged.temporaryName, directory: false)
     }
 
     /// Removes a temp file no copy of this process is writing (a killed process's, or one
@@ -347,4 +400,13 @@ public final class AtomicFileAccessor: FileAccessorProviding {
             } catch { throw error.error("set attributes", path: path) }
         }
     }
+}
+
+/// A directory open for the temp files staged in it; closed when the last lets go.
+final class StagingDirectory: Sendable {
+    let fd: FileDescriptor
+
+    init(_ fd: FileDescriptor) { self.fd = fd }
+
+    deinit { fd.close() }
 }
