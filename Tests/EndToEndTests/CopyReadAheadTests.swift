@@ -46,7 +46,8 @@ struct CopyReadAheadTests {
         print("CopyReadAheadTests: \(copies) copies, \(copiesHinted) asked for before, at most \(mostWaiting) asked for and not yet copied")
         #expect(copies == 320)
         #expect(copiesHinted == copies, "every copied file was asked for first")
-        // Whole groups are asked for at once (the first is small, later ones up to 256).
+        // A group's files are asked for together (the first group: 256), all before the
+        // first of them is copied.
         #expect(mostWaiting >= 64)
     }
 

@@ -14,12 +14,15 @@ final class GroupCommit: PendingInstall {
     private let io: ParallelIO
     private let logger: Logger
     private var published: DispatchGroup?
+    private var finished = false
 
     /// What the lanes hand over.
     private final class Shared: Sendable {
         let staged = Mutex<StagedGroup?>(nil)
         let barrierError = Mutex<(any Error)?>(nil)
         let results = Mutex<Results?>(nil)
+        /// Set when the group is let go of unfinished: its renames discard instead.
+        let abandoned = Atomic<Bool>(false)
     }
 
     /// Starts staging `paths`, and the rest once it ended.
@@ -57,8 +60,14 @@ final class GroupCommit: PendingInstall {
         }
     }
 
+    deinit {
+        if !finished { shared.abandoned.store(true, ordering: .relaxed) }
+    }
+
     /// Waits for the renames (serial: does them), then returns the results.
     func finish() -> Results {
+        if finished { return shared.results.withLock { $0 } ?? [] }
+        finished = true
         commit()
         published?.wait()
         if !io.runsBeside { Self.publish(shared, from: source, into: mirror, logger: logger) }
@@ -69,6 +78,10 @@ final class GroupCommit: PendingInstall {
     private static func publish(_ shared: Shared, from source: any FileSystemProviding, into mirror: LocalMirror,
                                 logger: Logger) {
         guard var group = shared.staged.withLock({ $0 }) else { return }
+        if shared.abandoned.load(ordering: .relaxed) {
+            for s in group.staged { mirror.steps.discard(s) }
+            return
+        }
         group.publish(barrierError: shared.barrierError.withLock { $0 }, from: source, into: mirror, logger: logger)
         let results = group.orderedResults
         shared.results.withLock { $0 = results }

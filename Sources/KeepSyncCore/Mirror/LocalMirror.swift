@@ -16,10 +16,10 @@ public struct LocalMirror: MirrorProviding {
         self.limits = limits
     }
 
-    /// Five groups in flight in a pass: each waits in turn for its staging, its barrier
-    /// and its renames (see `GroupCommit`), and fewer left those lanes idle a third of the
-    /// time on small files.
-    public var concurrentGroups: Int { 5 }
+    /// Five groups in flight in a pass whose groups run beside its walk: each waits in
+    /// turn for its staging, its barrier and its renames (see `GroupCommit`), and two
+    /// left those lanes idle a third of the time on small files.
+    public var passGroups: Int { 5 }
 
     // MARK: Reads
 
@@ -89,8 +89,8 @@ public struct LocalMirror: MirrorProviding {
         return group.orderedResults
     }
 
-    /// Starts staging the group (on `io`'s stager thread); its barrier starts at `commit`
-    /// (on `io`'s side thread), once the staging ended.
+    /// Starts the group's staging, then its barrier and its renames, each in its lane of
+    /// `io` (on the caller with `.serial`, the renames at `finish`): see `GroupCommit`.
     public func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                              logger: Logger) -> any PendingInstall {
         GroupCommit(paths, mirror: self, source: source, io: io, logger: logger)

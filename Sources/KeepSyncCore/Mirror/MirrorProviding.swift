@@ -58,10 +58,12 @@ public protocol MirrorProviding: FileSystemProviding {
     func beginInstall(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                       logger: Logger) -> any PendingInstall
 
-    /// How many group installs may run at once: a local mirror's each wait in turn for
-    /// staging, barrier and renames (5); a remote one's mostly wait on the network and the
-    /// remote's fsyncs.
+    /// How many group installs may run at once: a local mirror's share its disk and the
+    /// copy threads (2); a remote one's mostly wait on the network and the remote's fsyncs.
     var concurrentGroups: Int { get }
+    /// How many group installs a pass keeps in flight where its `ParallelIO` runs them
+    /// beside the walk (`runsBeside`); `concurrentGroups` where it does not.
+    var passGroups: Int { get }
     /// The most files in one group install: a local mirror's group shares one barrier
     /// (256); a remote one's is one rsync run, whose start and checks cost round trips.
     var groupFiles: Int { get }
@@ -108,6 +110,8 @@ extension MirrorProviding {
     public func endPass() {}
     /// Two: a local disk.
     public var concurrentGroups: Int { 2 }
+    /// `concurrentGroups`.
+    public var passGroups: Int { concurrentGroups }
     /// 256 files.
     public var groupFiles: Int { 256 }
     /// `groupFiles`.

@@ -53,9 +53,9 @@ public final class SyncEngine {
     public var scanIO: ParallelIO = .serial
     /// Beaten by scans and once per step applied (see `Heartbeat`).
     public var heartbeat: Heartbeat?
-    /// Group installs whose barriers run while the next one is staged (at most the
-    /// mirror's `concurrentGroups` less one), oldest first, each with the directory
-    /// finishes that wait for it.
+    /// Group installs under way beside the walk (at most the mirror's `passGroups` or
+    /// `concurrentGroups` less one), oldest first, each with the directory finishes that
+    /// wait for it.
     /// A directory finish waiting for the groups that hold its entries.
     typealias Finish = (path: RelativePath, source: FileStat, dirty: Bool)
     var inFlight: [(group: any PendingInstall, finishes: [Finish])] = []

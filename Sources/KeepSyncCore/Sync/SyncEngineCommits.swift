@@ -1,7 +1,7 @@
 /// The engine's side of a group commit: its batched copies go to the mirror's
-/// `beginInstall` in groups, each group's barrier overlapping the staging of the next
-/// (up to the mirror's `concurrentGroups` at once),
-/// then recorded, then the directory finishes that waited for them run.
+/// `beginInstall` in groups, each going on beside the walk and the groups before it
+/// (up to the mirror's `passGroups` at once where `io` runs them beside, else
+/// `concurrentGroups`), then recorded, then the directory finishes that waited for them run.
 extension SyncEngine {
     /// Stages the batched copies and commits the group before them (a lone copy commits at once),
     /// records them, then runs the directory finishes that waited for them.
@@ -9,8 +9,6 @@ extension SyncEngine {
         let paths = batch
         batch.removeAll(keepingCapacity: true)
         batchBytes = 0
-        // Each group's barrier overlaps the staging of the next (on `io`'s side thread;
-        // in order on the caller with `.serial`).
         guard paths.count > 1 else {
             finishInFlight(&summary)
             if !paths.isEmpty {
@@ -23,12 +21,12 @@ extension SyncEngine {
             return
         }
         let group = mirror.beginInstall(paths, from: source, io: io, logger: logger)
-        // At most `concurrentGroups` at once: this one, and the ones committed before it.
+        // At most `passGroups` (or `concurrentGroups`) at once: this one, and the ones before it.
         // It starts as soon as one landed; that one's records and finishes (round trips on a
         // remote mirror) go on meanwhile. No finish waits on it: its directories' entries
         // are all in the groups before.
         var landed: [(results: [(path: RelativePath, result: Result<CopyResult?, any Error>)], finishes: [Finish])] = []
-        while inFlight.count >= max(1, mirror.concurrentGroups - 1) {
+        while inFlight.count >= max(1, (io.runsBeside ? mirror.passGroups : mirror.concurrentGroups) - 1) {
             let oldest = inFlight.removeFirst()
             landed.append((oldest.group.finish(), oldest.finishes))
         }

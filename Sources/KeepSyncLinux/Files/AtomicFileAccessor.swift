@@ -34,6 +34,8 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     let perFileSync: Bool
     /// With `perFileSync`: what changed since the last barrier (files, directories).
     let changed = Mutex<Set<RelativePath>>([])
+    /// With `perFileSync`: held by the barrier under way.
+    let barriers = Mutex<Void>(())
 
     /// Opens the mirror root, which must exist; `perFileSync` where `syncfs` does not
     /// reach its file system.
@@ -43,7 +45,9 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         self.perFileSync = perFileSync
     }
 
-    /// Notes paths for the next barrier to fsync (with `perFileSync` only).
+    /// Notes paths for the next barrier to fsync (with `perFileSync` only), once the call
+    /// that changed them returned (deferred): a barrier under way meanwhile may have
+    /// missed them.
     private func changed(_ paths: RelativePath?...) {
         guard perFileSync else { return }
         changed.withLock { for case let p? in paths { $0.insert(p) } }
@@ -123,6 +127,14 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         }
     }
 
+    /// Opens directories at or below `path` anew for the next files staged in them (the
+    /// ones open may be moved or removed now); files staged already keep theirs.
+    private func forgetStagingDirectories(within path: RelativePath) {
+        stagingDirectories.withLock { table in
+            for key in table.keys where key.isWithin(path) { table[key] = nil }
+        }
+    }
+
     /// One file less waits in `directory` (nil: the root); closed once none does.
     private func releaseStagingDirectory(_ path: RelativePath, _ directory: StagingDirectory?) {
         guard let directory else { return }
@@ -151,11 +163,21 @@ public final class AtomicFileAccessor: FileAccessorProviding {
             do throws(Errno) { try tree.root.syncFileSystem() } catch { throw error.error("syncfs") }
             return
         }
-        let paths = changed.withLock { $0 }
-        // Deepest first: an entry's own fsync before its directory's.
-        for path in paths.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) {
-            do throws(Errno) { try syncPath(path) } catch { throw error.error("fsync", path: path) }
-            changed.withLock { _ = $0.remove(path) }
+        // One at a time, each taking what changed so far: a change noted meanwhile (after
+        // its call, see `changed`) waits for the next, and nothing is dropped unsynced.
+        try barriers.withLock { _ throws(KeepSyncError) in
+            let paths = changed.withLock { set in
+                defer { set.removeAll() }
+                return set
+            }
+            // Deepest first: an entry's own fsync before its directory's.
+            let ordered = paths.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 })
+            for (i, path) in ordered.enumerated() {
+                do throws(Errno) { try syncPath(path) } catch {
+                    changed.withLock { $0.formUnion(ordered[i...]) }
+                    throw error.error("fsync", path: path)
+                }
+            }
         }
     }
 
@@ -209,11 +231,11 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     }
 
     private func publish(_ staged: StagedFile, in parentDirectory: Result<FileDescriptor, Errno>) throws -> FileStat {
-        changed(staged.path, staged.path.parent)
+        defer { changed(staged.path, staged.path.parent) }
         let made = takeStagedDirectory(staged)
         let parent: FileDescriptor
         do throws(Errno) { parent = try parentDirectory.get() } catch {
-            try? Sys.unlink(made?.fd ?? tree.root, staged.temporaryName, directory: false)
+            withExtendedLifetime(made) { try? Sys.unlink(made?.fd ?? tree.root, staged.temporaryName, directory: false) }
             throw error.error("open parent directory", path: staged.path)
         }
         do throws(Errno) {
@@ -221,7 +243,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
             guard let st = try Sys.lstat(parent, staged.path.name) else { throw Errno.noSuchFileOrDirectory }
             return st
         } catch {
-            try? Sys.unlink(made?.fd ?? tree.root, staged.temporaryName, directory: false)
+            withExtendedLifetime(made) { try? Sys.unlink(made?.fd ?? tree.root, staged.temporaryName, directory: false) }
             throw error.error("renameat", path: staged.path)
         }
     }
@@ -229,7 +251,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// Removes a staged temp file, through the directory it was made in.
     public func discard(_ staged: StagedFile) {
         let made = takeStagedDirectory(staged)
-        try? Sys.unlink(made?.fd ?? tree.root, staged.temporaryName, directory: false)
+        withExtendedLifetime(made) { try? Sys.unlink(made?.fd ?? tree.root, staged.temporaryName, directory: false) }
     }
 
     /// Removes a temp file no copy of this process is writing (a killed process's, or one
@@ -299,7 +321,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Creates a directory with mode 0700 (its real mode is set after its entries).
     public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
-        changed(path, path.parent)
+        defer { changed(path, path.parent) }
         return try tree.withParent(path) { parent, name in
             do throws(Errno) {
                 try Sys.makeDirectory(parent, name, mode: 0o700)
@@ -311,7 +333,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Creates a symlink under a temp name, sets its mtime, renames it into place.
     public func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
-        changed(path.parent)
+        defer { changed(path.parent) }
         return try tree.withParent(path) { parent, name in
             var tempName: [UInt8] = []
             while true {
@@ -338,7 +360,8 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Removes a path; a directory with everything below it.
     public func remove(_ path: RelativePath) throws {
-        changed(path.parent)
+        forgetStagingDirectories(within: path)
+        defer { changed(path.parent) }
         precondition(!path.isRoot, "the mirror root is never removed")
         try tree.withParent(path) { parent, name in
             do throws(Errno) {
@@ -371,7 +394,9 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Renames within the mirror (durable at the next barrier).
     public func rename(_ from: RelativePath, to: RelativePath) throws {
-        changed(from.parent, to.parent, to)
+        forgetStagingDirectories(within: from)
+        forgetStagingDirectories(within: to)
+        defer { changed(from.parent, to.parent, to) }
         try tree.withParent(from) { fromParent, fromName in
             try tree.withParent(to) { toParent, toName in
                 do throws(Errno) {
@@ -383,7 +408,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Sets permission bits and/or the modification time, never through a symlink.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
-        changed(path)
+        defer { changed(path) }
         if path.isRoot {
             do throws(Errno) {
                 let fd = try tree.openDirectory(.root)

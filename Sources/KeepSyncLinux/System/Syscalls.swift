@@ -187,7 +187,8 @@ extension Sys {
 
 extension Sys {
     /// Raises the soft limit on open descriptors to the hard limit (at most 65,536): staged
-    /// copies keep their directories open until their rename, two groups of 256 at once.
+    /// copies keep their directories open until their rename (one descriptor a directory,
+    /// up to five groups of 256 files in flight), and each group stages its 256 sources at once.
     static func raiseOpenFileLimit() {
         var limit = rlimit()
         guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return }
