@@ -9,7 +9,8 @@ import Testing
 /// `copy_file_range`, waiting for its read). Read from the built binary's syscalls.
 @Suite(.serialized, .offThePool)
 struct CopyReadAheadTests {
-    @Test func eachGroupAsksForItsFilesBeforeCopyingThem() throws {
+    /// A first `sync` of 320 small files in 8 directories under `strace -f -y` of `calls`.
+    static func firstSync(tracing calls: String) throws -> (Sandbox, [TraceCall]) {
         let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
         let sandbox = try Sandbox()
         for d in 0..<8 {
@@ -17,16 +18,21 @@ struct CopyReadAheadTests {
             for f in 0..<40 { try FS.writeFile(sandbox.source / "d\(d)/f\(f)", "file \(d)/\(f)\n") }
         }
         let log = sandbox.root / "trace"
-        let arguments = ["-f", "-y", "-xx", "-qq", "-o", String(decoding: log, as: UTF8.self), "-e",
-                         "trace=fadvise64,copy_file_range", String(decoding: sandbox.binary, as: UTF8.self), "sync"]
+        let arguments = ["-f", "-y", "-xx", "-qq", "-o", String(decoding: log, as: UTF8.self), "-e", "trace=" + calls,
+                         String(decoding: sandbox.binary, as: UTF8.self), "sync"]
             .map { Array($0.utf8) } + sandbox.paths.map(\.argumentBytes)
         let result = try ChildProcess.run(strace, arguments: arguments, environment: sandbox.environment, timeout: .seconds(120))
         try #require(result.status == 0, "\(result)")
+        return (sandbox, TraceCall.calls(in: try FS.readFile(log)))
+    }
+
+    @Test func eachGroupAsksForItsFilesBeforeCopyingThem() throws {
+        let (sandbox, calls) = try Self.firstSync(tracing: "fadvise64,copy_file_range")
 
         let source = String(decoding: sandbox.source, as: UTF8.self) + "/"
         var hinted: Set<String> = [], waiting: Set<String> = []
         var copies = 0, copiesHinted = 0, mostWaiting = 0
-        for call in TraceCall.calls(in: try FS.readFile(log)) {
+        for call in calls {
             guard let fd = call.arguments.first.flatMap(TraceCall.fdPath) else { continue }
             let path = String(decoding: fd, as: UTF8.self)
             guard path.hasPrefix(source) else { continue }
@@ -55,22 +61,11 @@ struct CopyReadAheadTests {
     /// another: a group opened each file's directory twice (one `openat2` and one `close`
     /// for staging, the same for the rename).
     @Test func aGroupOpensEachDirectoryOnceToStageAndOnceToRename() throws {
-        let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
-        let sandbox = try Sandbox()
-        for d in 0..<8 {
-            try FS.mkdirs(sandbox.source / "d\(d)")
-            for f in 0..<40 { try FS.writeFile(sandbox.source / "d\(d)/f\(f)", "file \(d)/\(f)\n") }
-        }
-        let log = sandbox.root / "trace"
-        let arguments = ["-f", "-y", "-xx", "-qq", "-o", String(decoding: log, as: UTF8.self), "-e",
-                         "trace=openat,openat2,rename,renameat,renameat2", String(decoding: sandbox.binary, as: UTF8.self), "sync"]
-            .map { Array($0.utf8) } + sandbox.paths.map(\.argumentBytes)
-        let result = try ChildProcess.run(strace, arguments: arguments, environment: sandbox.environment, timeout: .seconds(120))
-        try #require(result.status == 0, "\(result)")
+        let (sandbox, calls) = try Self.firstSync(tracing: "openat,openat2,rename,renameat,renameat2")
 
         let mirror = String(decoding: sandbox.mirror, as: UTF8.self) + "/"
         var directoryOpens = 0, renames = 0
-        for call in TraceCall.calls(in: try FS.readFile(log)) {
+        for call in calls {
             if call.name.hasPrefix("rename"), call.arguments.compactMap(TraceCall.fdPath).first.map({ String(decoding: $0, as: UTF8.self).hasPrefix(mirror) }) == true {
                 renames += 1
             }
