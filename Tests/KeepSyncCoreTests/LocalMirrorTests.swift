@@ -1,3 +1,4 @@
+import Dispatch
 import KeepSyncTestSupport
 import Testing
 @testable import KeepSyncCore
@@ -32,6 +33,27 @@ struct LocalMirrorTests {
         }
         #expect(tree.count(.barrier) == 1 && tree.count(.sync) == 0)
         #expect(temporaries.isEmpty)
+    }
+
+    @Test("a group let go of before its renames discards its temp files: nothing of it appears in the mirror")
+    func abandonedGroupInstallsNothing() throws {
+        let io = ParallelIO(width: 2)
+        let letGo = DispatchSemaphore(value: 0)
+        // The first group's staging waits until the group was let go of.
+        tree.failure.withLock {
+            $0 = { op, path in
+                if op == .install && path == Self.p("a") { letGo.wait() }
+                return nil
+            }
+        }
+        _ = mirror.beginInstall([Self.p("a"), Self.p("b")], from: source, io: io, logger: .silent)
+        letGo.signal()
+        // Each lane runs in order: once a later group's renames are done, so are the first's.
+        let later = mirror.beginInstall([Self.p("c")], from: source, io: io, logger: .silent)
+        #expect(try later.finish().first?.result.get()?.path == Self.p("c"))
+        #expect(tree.node(Self.p("a")) == nil && tree.node(Self.p("b")) == nil)
+        #expect(tree.count(.install) == 3, "all three were staged")
+        #expect(temporaries.isEmpty, "\(temporaries)")
     }
 
     @Test("a lone file is installed on its own: its own fsync, no barrier")
