@@ -53,4 +53,28 @@ struct UnwatchedPollerTests {
         #expect(poller.poll(tree.unwatched) { _ in Issue.record("looked at a watched directory"); return [:] }.isEmpty)
         #expect(poller.count == 0)
     }
+
+    @Test("a directory whose digest is the last look's is not listed; a changed digest lists it and reports the change")
+    func digestsSpareTheListing() {
+        let tree = WatchTree(rootWatch: 1, identity: FileIdentity(device: 1, inode: 1), release: { _ in })
+        _ = tree.add(Array("d".utf8), under: tree.root, wd: nil, identity: FileIdentity(device: 1, inode: 2))
+        var listing: [[UInt8]: UnwatchedPoller.Stamp] = [Array("f".utf8): Self.stamp(.regular, inode: 5),
+                                                        Array("g".utf8): Self.stamp(.regular, inode: 6)]
+        func digest(_ l: [[UInt8]: UnwatchedPoller.Stamp]) -> UInt64 {
+            // In another order than the dictionary's: the digest does not depend on it.
+            l.sorted { $0.key.lexicographicallyPrecedes($1.key) }.reversed()
+                .reduce(0) { sum, e in sum &+ e.key.withUnsafeBytes { UnwatchedPoller.digest($0, e.value) } }
+        }
+        let poller = UnwatchedPoller()
+        poller.adopt(tree.takeNewlyUnwatched()) { _ in listing }
+        var lists = 0
+        #expect(poller.poll(tree.unwatched, digest: { _ in digest(listing) }) { _ in lists += 1; return listing }.isEmpty)
+        #expect(lists == 0, "unchanged: the digest alone")
+        // Written in place: same size, a new mtime.
+        listing[Array("g".utf8)] = Self.stamp(.regular, mtime: 2, inode: 6)
+        let found = poller.poll(tree.unwatched, digest: { _ in digest(listing) }) { _ in lists += 1; return listing }
+        #expect(lists == 1 && found.first?.changes == [.changed(RelativePath("d/g"))], "\(found)")
+        #expect(poller.poll(tree.unwatched, digest: { _ in digest(listing) }) { _ in lists += 1; return listing }.isEmpty)
+        #expect(lists == 1)
+    }
 }

@@ -37,13 +37,13 @@ struct WatchLimitMonitorTests {
 
         // The next poll counts from the start of the last, not its end, and starts twice
         // the last one's length early: a change is reported within one period.
-        monitor.polled(started: start + .seconds(30), took: .milliseconds(200))
+        monitor.polled(started: start + .seconds(30), took: .milliseconds(200), cost: .milliseconds(200))
         monitor.note(unwatched: 2, now: start + .seconds(31))
         #expect(monitor.due == start + .seconds(60) - .milliseconds(400))
         #expect(monitor.period == .seconds(30))
         #expect(lines.withLock { $0.count } == 1, "one warning per episode")
 
-        monitor.polled(started: start + .seconds(60), took: .milliseconds(100))
+        monitor.polled(started: start + .seconds(60), took: .milliseconds(100), cost: .milliseconds(100))
         monitor.note(unwatched: 0, now: start + .seconds(62))
         #expect(monitor.due == nil)
         #expect(lines.withLock { $0.last } == "inotify: every directory is watched again")
@@ -54,26 +54,40 @@ struct WatchLimitMonitorTests {
         var monitor = WatchLimitMonitor(interval: .seconds(10), logger: logger)
         let start = ContinuousClock.now
         monitor.note(unwatched: 9000, now: start)
-        monitor.polled(started: start + .seconds(10), took: .milliseconds(150))
+        monitor.polled(started: start + .seconds(10), took: .milliseconds(150), cost: .milliseconds(150))
         #expect(monitor.period == .seconds(20))
         #expect(monitor.due == start + .seconds(30) - .milliseconds(300))
         // A cost that wavers around the same figure leaves the period as it is.
-        monitor.polled(started: start + .seconds(30), took: .milliseconds(185))
+        monitor.polled(started: start + .seconds(30), took: .milliseconds(185), cost: .milliseconds(185))
         #expect(monitor.period == .seconds(20))
-        monitor.polled(started: start + .seconds(50), took: .milliseconds(95))
+        monitor.polled(started: start + .seconds(50), took: .milliseconds(95), cost: .milliseconds(95))
         #expect(monitor.period == .seconds(20), "95 ms is not well inside 10 s")
-        monitor.polled(started: start + .seconds(70), took: .milliseconds(216))
+        monitor.polled(started: start + .seconds(70), took: .milliseconds(216), cost: .milliseconds(216))
         #expect(monitor.period == .seconds(20), "1.08% of the period: the figure status gave stays")
-        monitor.polled(started: start + .seconds(90), took: .milliseconds(260))
+        monitor.polled(started: start + .seconds(90), took: .milliseconds(260), cost: .milliseconds(260))
         #expect(monitor.period == .seconds(30), "past 1.25%: rounded up, never under 100 times the cost")
         // One very slow poll (a big tree arrived): doubled, not a hundredfold.
-        monitor.polled(started: start + .seconds(120), took: .seconds(20))
+        monitor.polled(started: start + .seconds(120), took: .seconds(20), cost: .seconds(20))
         #expect(monitor.period == .seconds(60))
-        monitor.polled(started: start + .seconds(180), took: .milliseconds(50))
+        monitor.polled(started: start + .seconds(180), took: .milliseconds(50), cost: .milliseconds(50))
         #expect(monitor.period == .seconds(10), "never below the interval")
         #expect(monitor.due == start + .seconds(190) - .milliseconds(100))
-        monitor.polled(started: start + .seconds(190), took: .seconds(1))
+        monitor.polled(started: start + .seconds(190), took: .seconds(1), cost: .seconds(1))
         monitor.note(unwatched: 0, now: start + .seconds(195))
         #expect(monitor.period == .seconds(10), "every directory watched: the next episode starts afresh")
+    }
+
+    @Test("a poll that took long on a busy machine but cost little CPU leaves the period as it is")
+    func aSlowButCheapPollKeepsThePeriod() {
+        var monitor = WatchLimitMonitor(interval: .seconds(10), logger: logger)
+        let start = ContinuousClock.now
+        monitor.note(unwatched: 9000, now: start)
+        // At 23:46 on 2026-12-05 the first poll ran beside the startup pass: 583 ms, and
+        // the period went from 10 to 20 s and then 40 s, past what status had said.
+        monitor.polled(started: start + .seconds(10), took: .milliseconds(583), cost: .milliseconds(110))
+        #expect(monitor.period == .seconds(10), "1.1% of the period in CPU time (5.8% in time taken)")
+        #expect(monitor.due == start + .seconds(19), "it starts early by the time it took, at most a tenth of the period")
+        monitor.polled(started: start + .seconds(19), took: .milliseconds(300), cost: .milliseconds(120))
+        #expect(monitor.period == .seconds(10))
     }
 }

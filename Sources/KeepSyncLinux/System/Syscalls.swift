@@ -45,6 +45,19 @@ enum Sys {
         return FileStat(st)
     }
 
+    /// `lstat` of a name given as bytes followed by a NUL in memory (`forEachEntry`'s
+    /// names are): no copy of the name.
+    static func lstat(_ dir: FileDescriptor, terminatedName name: UnsafeRawBufferPointer) throws(Errno) -> FileStat? {
+        var st = ks_stat()
+        do throws(Errno) {
+            _ = try valueOrErrno { ks_statx(dir.rawValue, name.baseAddress!.assumingMemoryBound(to: CChar.self), 0, &st) }
+        } catch {
+            if error == .noSuchFileOrDirectory || error == .notDirectory { return nil }
+            throw error
+        }
+        return FileStat(st)
+    }
+
     /// `readlinkat`.
     static func readLink(_ dir: FileDescriptor, _ name: [UInt8]) throws(Errno) -> [UInt8] {
         let size = Int(PATH_MAX) + 1
@@ -116,7 +129,8 @@ enum Sys {
         return names
     }
 
-    /// Calls `body` with each entry's name and `d_type` (without `.` and `..`), read from
+    /// Calls `body` with each entry's name (followed by a NUL in memory) and `d_type`
+    /// (without `.` and `..`), read from
     /// the start with `getdents64` on the descriptor itself: no `dup`, `fdopendir`
     /// (`fstat`, `fcntl`) or `closedir` per directory, which readdir(3) costs. The
     /// descriptor's offset is moved; it stays open and owned by the caller.

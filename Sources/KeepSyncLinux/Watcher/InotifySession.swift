@@ -174,12 +174,12 @@ final class InotifySession: @unchecked Sendable {
         }
         poller.adopt(tree.takeNewlyUnwatched(), list: look)
         if limit.isDue(now: clock.now), !rootGone {
-            let started = clock.now
+            let started = clock.now, cpu = Self.threadCPUTime()
             let count = tree.unwatched.count
             pollUnwatched()
-            let took = started.duration(to: clock.now)
-            limit.polled(started: started, took: took)
-            logger.debug("polled \(count) unwatched directories in \(milliseconds(took)) ms; the next poll in \(limit.period.components.seconds) s")
+            let took = started.duration(to: clock.now), cost = Self.threadCPUTime() - cpu
+            limit.polled(started: started, took: took, cost: cost)
+            logger.debug("polled \(count) unwatched directories in \(milliseconds(took)) ms (\(milliseconds(cost)) ms of CPU); the next poll in \(limit.period.components.seconds) s")
         }
         limit.note(unwatched: tree.unwatched.count, now: clock.now)
         publish()
@@ -189,7 +189,7 @@ final class InotifySession: @unchecked Sendable {
     /// inotify would have given (a new subdirectory is walked and watched where the limit
     /// allows); then each is watched if the limit allows it now.
     private func pollUnwatched() {
-        for (node, changes) in poller.poll(tree.unwatched, list: look) {
+        for (node, changes) in poller.poll(tree.unwatched, digest: digest, list: look) {
             for change in changes {
                 switch change {
                 case .changed(let path): outbox.emit(.changed(path))
@@ -222,6 +222,29 @@ final class InotifySession: @unchecked Sendable {
             if let stat = (try? Sys.lstat(fd, name)) ?? nil { entries[name] = UnwatchedPoller.Stamp(stat) }
         }
         return entries
+    }
+
+    /// The digest of one unwatched directory's entries as they are now (what `look` would
+    /// give, without keeping them); nil when it is not where the tree says.
+    private func digest(_ node: WatchNode) -> UInt64? {
+        guard let fd = walker.open(node) else { return nil }
+        defer { fd.close() }
+        var sum: UInt64 = 0
+        do throws(Errno) {
+            try Sys.forEachEntry(fd) { (name, _) throws(Errno) in
+                if let stat = (try? Sys.lstat(fd, terminatedName: name)) ?? nil {
+                    sum &+= UnwatchedPoller.digest(name, UnwatchedPoller.Stamp(stat))
+                }
+            }
+        } catch { return nil }
+        return sum
+    }
+
+    /// CPU time of the calling thread.
+    static func threadCPUTime() -> Duration {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return .seconds(ts.tv_sec) + .nanoseconds(ts.tv_nsec)
     }
 
     /// The poll timeout: the nearest move deadline, deferred retry or limit poll.

@@ -3,12 +3,15 @@ import KeepSyncCore
 /// The inotify watch limit (`fs.inotify.max_user_watches`): while it leaves directories
 /// unwatched, says so once (with the sysctl to raise) and schedules a poll of them at a
 /// fixed rate, so that a change there reaches the mirror within one `period`, the figure
-/// status reports. The period is `interval`, or 100 times what a poll takes rounded up to
-/// a whole number of intervals when that is longer (looking at many unwatched directories
-/// keeps to about 1% of a core). It grows only when a poll costs more than 1.25% of it and
-/// shrinks only when one costs under 0.8% of the shorter one, so the figure status gave
-/// stays true while the cost wavers. Each poll starts twice the last one's length before
-/// the period is up: what it finds is reported when it ends.
+/// status reports. The period is `interval`, or 100 times the CPU time a poll costs
+/// rounded up to a whole number of intervals when that is longer (looking at many
+/// unwatched directories keeps to about 1% of a core). It grows only when a poll costs
+/// more than 1.25% of it and shrinks only when one costs under 0.8% of the shorter one,
+/// so the figure status gave stays true while the cost wavers. The cost is CPU time, not
+/// the time the poll took: a poll slowed by a busy machine (the startup pass on both
+/// cores) costs no more, and once made the period twice what status had just said. Each
+/// poll starts twice the last one's length before the period is up: what it finds is
+/// reported when it ends.
 struct WatchLimitMonitor {
     /// The shortest time between polls of the unwatched directories.
     let interval: Duration
@@ -32,16 +35,17 @@ struct WatchLimitMonitor {
         due.map { now >= $0 } ?? false
     }
 
-    /// A poll that began at `started` took `took`: the next one is due a period after its
-    /// start, less twice `took` (`note` drops it when nothing is unwatched any more).
-    mutating func polled(started: ContinuousClock.Instant, took: Duration) {
-        let steps = max(1, ((took * 100) / interval).rounded(.up))
+    /// A poll that began at `started` took `took` and cost `cost` of CPU time: the next
+    /// one is due a period after its start, less twice `took` (`note` drops it when
+    /// nothing is unwatched any more).
+    mutating func polled(started: ContinuousClock.Instant, took: Duration, cost: Duration) {
+        let steps = max(1, ((cost * 100) / interval).rounded(.up))
         let wanted = interval * Int(steps)
-        if took * 80 > period {
+        if cost * 80 > period {
             // At most doubling per poll: one slow poll (a big tree arriving) does not push
             // the next one a hundred periods away.
             period = min(wanted, period * 2)
-        } else if wanted < period, took * 125 <= wanted {
+        } else if wanted < period, cost * 125 <= wanted {
             // Shorter only when the cost is well inside the shorter period.
             period = wanted
         }
