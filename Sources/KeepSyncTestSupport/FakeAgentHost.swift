@@ -60,9 +60,16 @@ public final class FakeAgentHost: AgentHost {
         (source, LocalMirror(mirror, limits: limits))
     }
 
+    /// Watchers made from now on walk until stopped (`FakeWatcher.walksUntilStopped`).
+    public var watchersWalkUntilStopped: Bool {
+        get { walkUntilStopped.withLock { $0 } }
+        set { walkUntilStopped.withLock { $0 = newValue } }
+    }
+    private let walkUntilStopped = Mutex(false)
+
     /// A new fake watcher, kept.
     public func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat) -> any WatcherProviding {
-        let w = FakeWatcher()
+        let w = FakeWatcher(walksUntilStopped: watchersWalkUntilStopped)
         state.withLock { $0.watchers.append(w) }
         return w
     }

@@ -1,3 +1,4 @@
+import Dispatch
 import KeepSyncCore
 import Synchronization
 
@@ -7,11 +8,30 @@ public final class FakeWatcher: WatcherProviding {
                                excludes: ExcludeMatcher?, unwatched: Int, pollPeriod: Duration)>(
                                    (nil, false, false, nil, 0, .seconds(10)))
 
+    /// With `walksUntilStopped`, `start` blocks its caller until `stop`, as
+    /// `InotifyWatcher.start` does while it walks a big tree, and then returns an ended
+    /// stream, as that one does when stopped during its walk.
+    private let walksUntilStopped: Bool
+    private let walkEnded = DispatchSemaphore(value: 0)
+    private let walking = Mutex(false)
+
     /// A watcher not started yet.
-    public init() {}
+    public init(walksUntilStopped: Bool = false) {
+        self.walksUntilStopped = walksUntilStopped
+    }
+
+    /// True while `start` is walking (`walksUntilStopped`).
+    public var isWalking: Bool { walking.withLock { $0 } }
 
     /// Starts; the stream ends on `stop`.
     public func start(excluding excludes: ExcludeMatcher) throws -> AsyncStream<WatchEvent> {
+        if walksUntilStopped {
+            walking.withLock { $0 = true }
+            walkEnded.wait()
+            walking.withLock { $0 = false }
+            state.withLock { $0.stopped = true }
+            return AsyncStream { $0.finish() }
+        }
         let (stream, continuation) = AsyncStream.makeStream(of: WatchEvent.self)
         state.withLock { s in
             s.continuation = continuation
@@ -23,6 +43,7 @@ public final class FakeWatcher: WatcherProviding {
 
     /// Stops and ends the stream.
     public func stop() {
+        if walksUntilStopped { walkEnded.signal() }
         let c = state.withLock { s in
             s.stopped = true
             defer { s.continuation = nil }

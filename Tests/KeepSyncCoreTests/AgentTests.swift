@@ -28,6 +28,22 @@ struct AgentTests {
         #expect(h.host.runningWatchers == 0)
     }
 
+    @Test func aStopWhileTheWatcherWalksTheTreeEndsTheWalkAndTheAgentWithoutWaitingForIt() async throws {
+        let h = AgentHarness()
+        h.populate()
+        h.host.watchersWalkUntilStopped = true
+        h.start()
+        try await h.until("the watcher's walk", step: .zero) { h.host.watchers.last?.isWalking == true }
+        // The walk holds the agent's actor (10 s on 200,000 directories, or forever here):
+        // the stop must reach the walk without waiting for the actor.
+        #expect(try await h.stop() == .success)
+        #expect(h.host.watchers.count == 1 && h.host.watchers[0].isStopped && !h.host.watchers[0].isWalking)
+        #expect(h.notifier.count("READY=1") == 0)
+        #expect(h.notifier.count("STOPPING=1") == 1)
+        #expect(h.writer.states.last == "stopped")
+        #expect(!h.host.isLocked)
+    }
+
     @Test func anEventTheWatcherPublishesReachesTheMirrorAndTheStatusLine() async throws {
         let h = AgentHarness()
         h.populate()

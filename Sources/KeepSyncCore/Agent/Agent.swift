@@ -1,3 +1,4 @@
+import Synchronization
 /// `keepsync run`: the long-running agent. Takes the lock, starts watching (watch first,
 /// then the initial full pass, so nothing falls in between), feeds events to the
 /// SyncManager, reports status, and handles signals. When the source root vanishes it
@@ -18,6 +19,9 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var manager: SyncManager<C>?
     /// The current watcher (a reload replaces it) and the task feeding its events.
     var watcher: (any WatcherProviding)?
+    /// A watcher whose `start` (its walk of the tree: 10 s on 200,000 directories) holds
+    /// the actor now: SIGTERM stops it from the signal task, without waiting for the actor.
+    nonisolated let starting = Mutex<(any WatcherProviding)?>(nil)
     var consumer: Task<Void, Never>?
     var stopRequested = false
     var state = AgentState.starting
@@ -88,9 +92,13 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         rootIdentity = records.root
         mirrorRoot = records.mirror
         try store.apply([.setRoot(records.root!)])
-        let signalTask = Task {
-            // Each on a task of its own: a SIGTERM must not wait for a reload held by a busy manager.
-            for await signal in signals { Task { await self.handle(signal) } }
+        let signalTask = Task.detached {
+            // Each on a task of its own: a SIGTERM must not wait for a reload held by a busy
+            // manager. Read off the actor: a watcher's walk holds it until the walk ends.
+            for await signal in signals {
+                self.preempt(signal)
+                Task { await self.handle(signal) }
+            }
         }
         defer { signalTask.cancel() }
         let statusTask = Task { await self.statusLoop() }
@@ -156,7 +164,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let stopWarming = host.warmDirectories(settings)
         let events: AsyncStream<WatchEvent>
         do {
-            events = try watcher.start(excluding: settings.excludes)
+            events = try start(watcher)
             stopWarming()
         } catch {
             stopWarming()
@@ -194,7 +202,25 @@ public actor Agent<C: Clock> where C.Duration == Duration {
                                     current: current)
     }
 
+    /// Starts `watcher` where a SIGTERM can stop its walk (`preempt`).
+    func start(_ watcher: any WatcherProviding) throws -> AsyncStream<WatchEvent> {
+        starting.withLock { $0 = watcher }
+        defer { starting.withLock { $0 = nil } }
+        // Stopping already: no walk (`handle` ends the generation).
+        if cancellation.isSet { return AsyncStream { $0.finish() } }
+        return try watcher.start(excluding: settings.excludes)
+    }
+
     // MARK: Signals
+
+    /// What a stop does at once, off the actor: copies give up and a walk under way ends
+    /// (its watcher's stream comes back finished); `handle` does the rest once the actor
+    /// is free.
+    nonisolated func preempt(_ signal: AgentSignal) {
+        guard signal == .terminate || signal == .interrupt else { return }
+        cancellation.set()
+        starting.withLock { $0 }?.stop()
+    }
 
     func handle(_ signal: AgentSignal) async {
         switch signal {
@@ -244,7 +270,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let old = watcher
         let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat)
         do {
-            let events = try watcher.start(excluding: settings.excludes)
+            let events = try start(watcher)
             self.watcher = watcher
             consumer = Task { await manager.consume(events) }
             old?.stop()
