@@ -59,7 +59,7 @@ extension Bench {
                 Row(measure: "latency p50, \(k.unwatchedWrites.values.count) x 4 KiB, unwatched dirs", unit: .seconds,
                     tools: [("keepsync", k.unwatchedWrites.percentile(0.5))], informational: true),
                 Row(measure: "latency max, unwatched dirs", unit: .seconds, tools: [("keepsync", k.unwatchedWrites.percentile(1))],
-                    absolute: k.period, informational: k.period == nil),
+                    absolute: k.period, note: k.periodChange, informational: k.period == nil),
             ]
         } else {
             let why = k.unwatched == 0 ? "all watched" : "status.json not read"
@@ -214,7 +214,14 @@ extension Bench {
             var chosen: [Int] = []
             for _ in 0..<count { chosen.append(unwatchedLeaves[rng.below(unwatchedLeaves.count)]) }
             s.unwatchedWrites = unwatchedLatency(live, mirror: mirror, leaves: chosen, period: period, timeout: max(3 * period, 30))
-            log("keepsync, unwatched dirs: \(s.unwatchedWrites.values.count) writes, p50 \(Self.last(s.unwatchedWrites.percentile(0.5), .seconds)), max \(Self.last(s.unwatchedWrites.percentile(1), .seconds)) (poll period \(Unit.count.fixed(period, 0)) s)")
+            // The period may have changed while the writes waited: each write is held to
+            // what status said when it was made, so to the longer of the two figures.
+            if let after = AgentProbe.unwatched(statusFile: statusFile)?.period, after != period {
+                s.period = max(period, after)
+                s.periodChange = "status said \(Unit.count.fixed(period, 0)) s before the writes, \(Unit.count.fixed(after, 0)) s after"
+                log("keepsync: \(s.periodChange)")
+            }
+            log("keepsync, unwatched dirs: \(s.unwatchedWrites.values.count) writes, p50 \(Self.last(s.unwatchedWrites.percentile(0.5), .seconds)), max \(Self.last(s.unwatchedWrites.percentile(1), .seconds)) (poll period \(Unit.count.fixed(s.period ?? period, 0)) s)")
         }
         if let cpu = quietCPU(agent.pid) { s.cpu.values.append(cpu) }
         log("keepsync quiet: \(Self.last(s.cpu, .percent)) of one core over \(options.scaleQuiet) s; VmHWM now \(Machine.peakRSS(agent.pid).map { Unit.mebibytes.format(Double($0) / 1024) } ?? "-")")
@@ -383,6 +390,8 @@ struct ScaleCopies {
 struct ScaleAgentSamples {
     var ready = Samples(), peak = Samples(), resident = Samples()
     var watched = Samples(), unwatchedWrites = Samples(), cpu = Samples()
+    /// How the poll period status gave changed during the unwatched writes ("" when not).
+    var periodChange = ""
     /// keepsync's status.json: directories left unwatched (nil: not read) and the poll period.
     var unwatched: Int?
     var period: Double?

@@ -9,9 +9,13 @@ import KeepSyncCore
 /// more than 1.25% of it and shrinks only when one costs under 0.8% of the shorter one,
 /// so the figure status gave stays true while the cost wavers. The cost is CPU time, not
 /// the time the poll took: a poll slowed by a busy machine (the startup pass on both
-/// cores) costs no more, and once made the period twice what status had just said. Each
-/// poll starts twice the last one's length before the period is up: what it finds is
-/// reported when it ends.
+/// cores) costs no more. It grows on the lower cost of the last two polls, so one
+/// costlier poll moves nothing, and a longer period starts after the next poll: that one
+/// still comes within the period status gave until now, so every change is found within
+/// the period status gave when it was made. (At 2026-12-06 00:15 a write waited 29.4 s
+/// while status had said 20 s: polls cost 190-260 ms, around the 250 ms at which 20 s
+/// becomes 30.) Each poll starts twice the last one's length before the period is up:
+/// what it finds is reported when it ends.
 struct WatchLimitMonitor {
     /// The shortest time between polls of the unwatched directories.
     let interval: Duration
@@ -22,6 +26,8 @@ struct WatchLimitMonitor {
     private(set) var due: ContinuousClock.Instant?
     /// True while the current episode has been logged.
     private var warned = false
+    /// The CPU time the last poll cost (nil before the first of an episode).
+    private var lastCost: Duration?
 
     /// A monitor rescanning every `interval`, logging to `logger`.
     init(interval: Duration, logger: Logger) {
@@ -36,9 +42,12 @@ struct WatchLimitMonitor {
     }
 
     /// A poll that began at `started` took `took` and cost `cost` of CPU time: the next
-    /// one is due a period after its start, less twice `took` (`note` drops it when
-    /// nothing is unwatched any more).
-    mutating func polled(started: ContinuousClock.Instant, took: Duration, cost: Duration) {
+    /// one is due a period after its start (the period before this poll's, when that was
+    /// shorter), less twice `took` (`note` drops it when nothing is unwatched any more).
+    mutating func polled(started: ContinuousClock.Instant, took: Duration, cost latest: Duration) {
+        let promised = period
+        let cost = min(latest, lastCost ?? latest)
+        lastCost = latest
         let steps = max(1, ((cost * 100) / interval).rounded(.up))
         let wanted = interval * Int(steps)
         if cost * 80 > period {
@@ -49,7 +58,8 @@ struct WatchLimitMonitor {
             // Shorter only when the cost is well inside the shorter period.
             period = wanted
         }
-        due = started + period - min(took * 2, period / 10)
+        let next = min(promised, period)
+        due = started + next - min(took * 2, next / 10)
     }
 
     /// Notes how many directories are unwatched at `now`: logs once per episode and
@@ -68,6 +78,7 @@ struct WatchLimitMonitor {
         } else {
             due = nil
             period = interval
+            lastCost = nil
             if warned {
                 warned = false
                 logger.info("inotify: every directory is watched again")
