@@ -92,15 +92,22 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         rootIdentity = records.root
         mirrorRoot = records.mirror
         try store.apply([.setRoot(records.root!)])
-        let signalTask = Task.detached {
+        // Signals are read on a thread of their own: a watcher's walk holds the actor, and
+        // the thread it runs on, until it ends (with one CPU, the pool's only thread).
+        let signalThread = ManagerThread(label: "keepsync.signals")
+        let signalTask = Task.detached(executorPreference: signalThread) {
             // Each on a task of its own: a SIGTERM must not wait for a reload held by a busy
-            // manager. Read off the actor: a watcher's walk holds it until the walk ends.
+            // manager.
             for await signal in signals {
                 self.preempt(signal)
-                Task { await self.handle(signal) }
+                // Detached: not on the signal thread, which ends with `run`.
+                Task.detached { await self.handle(signal) }
             }
         }
-        defer { signalTask.cancel() }
+        defer {
+            signalTask.cancel()
+            signalThread.close()
+        }
         let statusTask = Task { await self.statusLoop() }
         defer { statusTask.cancel() }
 

@@ -9,13 +9,15 @@ import KeepSyncCore
 /// more than 1.25% of it and shrinks only when one costs under 0.8% of the shorter one,
 /// so the figure status gave stays true while the cost wavers. The cost is CPU time, not
 /// the time the poll took: a poll slowed by a busy machine (the startup pass on both
-/// cores) costs no more. It grows on the lower cost of the last two polls, so one
-/// costlier poll moves nothing, and a longer period starts after the next poll: that one
+/// cores) costs no more. It grows on the lower cost of the last two polls (the first poll
+/// of an episode alone moves nothing), and a longer period starts after the next poll: that one
 /// still comes within the period status gave until now, so every change is found within
 /// the period status gave when it was made. (At 2026-12-06 00:15 a write waited 29.4 s
 /// while status had said 20 s: polls cost 190-260 ms, around the 250 ms at which 20 s
 /// becomes 30.) Each poll starts twice the last one's length before the period is up:
-/// what it finds is reported when it ends.
+/// what it finds is reported when it ends. So that it does end in time, the period is
+/// also at least 10 times the time the last poll took (a slow disk makes a cheap poll
+/// long), in whole intervals.
 struct WatchLimitMonitor {
     /// The shortest time between polls of the unwatched directories.
     let interval: Duration
@@ -46,15 +48,15 @@ struct WatchLimitMonitor {
     /// shorter), less twice `took` (`note` drops it when nothing is unwatched any more).
     mutating func polled(started: ContinuousClock.Instant, took: Duration, cost latest: Duration) {
         let promised = period
-        let cost = min(latest, lastCost ?? latest)
+        let cost = min(latest, lastCost ?? .zero)
         lastCost = latest
-        let steps = max(1, ((cost * 100) / interval).rounded(.up))
+        let steps = max(1, ((cost * 100) / interval).rounded(.up), ((took * 10) / interval).rounded(.up))
         let wanted = interval * Int(steps)
-        if cost * 80 > period {
+        if cost * 80 > period || took * 10 > period {
             // At most doubling per poll: one slow poll (a big tree arriving) does not push
             // the next one a hundred periods away.
             period = min(wanted, period * 2)
-        } else if wanted < period, cost * 125 <= wanted {
+        } else if wanted < period, cost * 125 <= wanted, took * 25 <= wanted * 2 {
             // Shorter only when the cost is well inside the shorter period.
             period = wanted
         }
