@@ -213,7 +213,8 @@ extension Bench {
             let count = max(5, options.scaleWrites / 5)
             var chosen: [Int] = []
             for _ in 0..<count { chosen.append(unwatchedLeaves[rng.below(unwatchedLeaves.count)]) }
-            s.unwatchedWrites = unwatchedLatency(live, mirror: mirror, leaves: chosen, period: period, timeout: max(3 * period, 30))
+            s.unwatchedWrites = unwatchedLatency(live, mirror: mirror, leaves: chosen, period: period, timeout: max(3 * period, 30),
+                                                 statusFile: statusFile)
             // The period may have changed while the writes waited: each write is held to
             // what status said when it was made, so to the longer of the two figures.
             if let after = AgentProbe.unwatched(statusFile: statusFile)?.period, after != period {
@@ -311,22 +312,26 @@ extension Bench {
     /// New 4 KiB files in unwatched `leaves`: close to arrival in the mirror, found by
     /// looking every 2 ms (the bench has no watch there: the agent took them all). The
     /// writes land at random over two poll periods: one after another, each would come
-    /// right after the poll that brought the previous one and wait a full period.
-    func unwatchedLatency(_ live: ScaleLive, mirror: [UInt8], leaves: [Int], period: Double, timeout: Double) -> Samples {
+    /// right after the poll that brought the previous one and wait a full period. Each
+    /// write is held to the period status.json gave when it was made: a write that took
+    /// longer is a failure.
+    func unwatchedLatency(_ live: ScaleLive, mirror: [UInt8], leaves: [Int], period: Double, timeout: Double,
+                          statusFile: [UInt8]) -> Samples {
         var samples = Samples()
         let start = Clock.now()
         var plan = leaves.enumerated().map { (i, d) in
             (rel: live.tree.leaf(d) + Array("/unw-\(i).dat".utf8), at: start + Double(rng.below(2_001)) / 1_000 * period)
         }
         plan.sort { $0.at < $1.at }
-        var pending: [(rel: [UInt8], content: [UInt8], closed: Double)] = []
+        var pending: [(rel: [UInt8], content: [UInt8], closed: Double, promised: Double)] = []
         var next = 0
         while next < plan.count || !pending.isEmpty {
             while next < plan.count && plan[next].at <= Clock.now() {
                 let content = randomBlock()
                 do {
+                    let promised = AgentProbe.unwatched(statusFile: statusFile)?.period ?? period
                     try Paths.write(Paths.join(live.tree.root, plan[next].rel), content)
-                    pending.append((plan[next].rel, content, Clock.now()))
+                    pending.append((plan[next].rel, content, Clock.now(), promised))
                 } catch {
                     samples.failures.append("\(error)")
                 }
@@ -334,7 +339,11 @@ extension Bench {
             }
             pending = pending.filter { w in
                 if Paths.exists(Paths.join(mirror, w.rel)), Machine.readBytes(Paths.join(mirror, w.rel)) == w.content {
-                    samples.values.append(Clock.now() - w.closed)
+                    let took = Clock.now() - w.closed
+                    samples.values.append(took)
+                    if took > w.promised {
+                        samples.failures.append("keepsync: \(Paths.display(w.rel)) (unwatched) took \(Unit.seconds.format(took)) while status said \(Unit.count.fixed(w.promised, 0)) s")
+                    }
                     return false
                 }
                 if Clock.now() - w.closed > timeout {
