@@ -6,6 +6,7 @@
 #include <linux/openat2.h>
 #include <malloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
@@ -81,3 +82,11 @@ int ks_lock_ex_nb(void) { return LOCK_EX | LOCK_NB; }
 
 int ks_mallopt_arena_max(int n) { return mallopt(M_ARENA_MAX, n); }
 int ks_malloc_trim(void) { return malloc_trim(0); }
+
+int ks_mkstemp_cloexec(char *template_) {
+    return mkostemp(template_, O_CLOEXEC);
+}
+
+int ks_pipe_cloexec(int fds[2]) {
+    return pipe2(fds, O_CLOEXEC);
+}

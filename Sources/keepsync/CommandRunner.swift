@@ -88,6 +88,8 @@ struct CommandRunner: Sendable {
         let invocation = settings.invocation
         let host = try LinuxAgentHost(settings: settings)
         defer { host.remote?.session.close() }
+        // A live change's rsync starts ahead of it (the agent ignores SIGPIPE).
+        host.remote?.session.keepRsyncWarm()
         let agent = Agent(settings: settings, host: host, notifier: SystemdNotifier(environment: environment),
                           statusWriter: StatusFileWriter(stateDirectory: settings.state), progress: progress,
                           clock: ContinuousClock(), logger: logger, reload: { try runner.settings(invocation) })

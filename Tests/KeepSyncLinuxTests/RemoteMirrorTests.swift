@@ -129,6 +129,66 @@ struct RemoteMirrorTests {
         }
     }
 
+    @Test("a warm rsync takes the next small install (the file whole, nothing sent ahead); a list past its pipe, its ssh killed while it waits, and close each end it")
+    func warmRsync() async throws {
+        try await offThePool {
+            let f = try Fixture("warmRsync")
+            f.session.keepRsyncWarm()
+            var random = SplitMix64(seed: 2412)
+            var contents: [[UInt8]: [UInt8]] = [:]
+            func install(_ names: [[UInt8]]) throws {
+                for name in names {
+                    contents[name] = random.bytes(4096)
+                    try LiveFS.writeFile(f.src(name), contents[name]!)
+                }
+                let results = f.mirror.install(names.map { RelativePath(bytes: $0) }, from: f.sourceFS, io: .serial, logger: .silent)
+                for (path, result) in results {
+                    guard case .success(_?) = result else {
+                        Issue.record("\(path.escaped): \(result)")
+                        continue
+                    }
+                    #expect(try LiveFS.readFile(f.rem(path.bytes)) == contents[path.bytes], "\(path.escaped)")
+                }
+            }
+            try install([Self.b("first")])
+            #expect(f.session.rsyncRuns == 1 && f.session.warmRsyncRuns == 0)
+            let warm = try #require(f.session.warmRsyncPid, "an rsync waits after a run that ended well")
+            #expect(kill(warm, 0) == 0)
+            // It sent nothing while it waited.
+            #expect(try LiveFS.list(f.remote) == [Self.b("first")])
+
+            try install([Self.b("second")])
+            #expect(f.session.rsyncRuns == 2 && f.session.warmRsyncRuns == 1, "the warm rsync took it")
+            #expect(kill(warm, 0) != 0, "and was reaped")
+
+            // A list longer than its pipe goes to a fresh rsync; the warm one is ended.
+            let waiting = try #require(f.session.warmRsyncPid)
+            let long = (0..<300).map { Self.b("long-" + String(repeating: "n", count: 240) + "-\($0)") }
+            try install(long)
+            #expect(f.session.rsyncRuns == 3 && f.session.warmRsyncRuns == 1)
+            #expect(kill(waiting, 0) != 0)
+
+            // Its ssh killed while it waits (a dropped connection): the run goes to a fresh
+            // rsync and succeeds.
+            let waitingNow = try #require(f.session.warmRsyncPid)
+            let children = (try? LiveFS.readFile(Self.b("/proc/\(waitingNow)/task/\(waitingNow)/children"))) ?? []
+            let ssh = try #require(children.split(separator: 0x20).compactMap { pid_t(String(decoding: $0, as: UTF8.self)) }.first,
+                                   "the warm rsync's ssh")
+            #expect(kill(ssh, SIGKILL) == 0)
+            #expect(eventuallyBlocking(timeout: .seconds(10)) {
+                (try? LiveFS.readFile(Self.b("/proc/\(ssh)/stat")))?.contains(0x5A) ?? true
+            }, "the ssh ended")
+            try install([Self.b("third")])
+            #expect(f.session.rsyncRuns == 4 && f.session.warmRsyncRuns == 1, "\(f.session.rsyncRuns) runs, \(f.session.warmRsyncRuns) warm")
+
+            let last = try #require(f.session.warmRsyncPid)
+            f.session.close()
+            #expect(f.session.warmRsyncPid == nil && kill(last, 0) != 0, "close ends and reaps the warm rsync")
+            #expect(try LiveFS.list(f.remote).count == 303)
+            print("RemoteMirrorTests: warm rsync: \(f.session.rsyncRuns) runs, \(f.session.warmRsyncRuns) through a warm rsync; one whose ssh was killed left its run to a fresh rsync")
+        }
+    }
+
     @Test("a rename of a 100 MiB file is a remote rename: the same inode, no rsync run, one ssh command")
     func renameLargeFile() async throws {
         try await offThePool {

@@ -31,6 +31,10 @@ int ks_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
 int ks_syncfs(int fd);
 int ks_ficlone(int dest_fd, int src_fd);
 int ks_getversion(int fd, uint64_t *out);
+/// mkostemp(template, O_CLOEXEC): close-on-exec from the start.
+int ks_mkstemp_cloexec(char *template_);
+/// pipe2(fds, O_CLOEXEC).
+int ks_pipe_cloexec(int fds[2]);
 /// fstatfs's f_type.
 int ks_fs_type(int fd, int64_t *out);
 int ks_flock(int fd, int op);

@@ -1,3 +1,4 @@
+import CKeepSyncShims
 import Glibc
 import KeepSyncCore
 
@@ -15,61 +16,85 @@ struct CapturedRun: Sendable {
     var elapsed: Duration
 }
 
-extension Sys {
-    /// `posix_spawnp` of `argv` in a process group of its own, `input` on stdin (from an
-    /// unlinked temp file: no SIGPIPE, no deadlock on a large list), stdout and stderr
-    /// captured. At `timeout` the whole group gets SIGKILL (rsync's ssh child too). Once
-    /// the child exited, its pipes are drained for at most `drain` (a background ssh
-    /// master may hold a copy).
-    static func runCaptured(_ argv: [[UInt8]], input: [UInt8], timeout: Duration,
-                            drain: Duration = .milliseconds(500)) throws(Errno) -> CapturedRun {
+/// A child spawned with its output captured (`Sys.spawnCaptured`), not yet waited for:
+/// `collect` runs it to its end. With a pipe on its stdin it can be spawned ahead and
+/// given its input later (`send`).
+struct CapturedChild: Sendable {
+    /// Its pid, also its process group.
+    let pid: pid_t
+    /// When it was spawned.
+    let spawned: ContinuousClock.Instant
+    /// The write end of its stdin pipe; nil when its stdin is a file.
+    let input: FileDescriptor?
+    let out: FileDescriptor
+    let err: FileDescriptor
+
+    /// Writes `bytes` to its stdin pipe and closes it; false when it cannot take them (it
+    /// ended, or its stdin is no pipe). At most a pipe's capacity, so that the write never
+    /// waits on a child blocked on its own output.
+    /// SIGPIPE is held back on this thread meanwhile (and taken if the write raised it).
+    func send(_ bytes: [UInt8]) -> Bool {
+        guard let input, bytes.count <= Self.pipeCapacity else { return false }
+        defer { input.close() }
+        var pipeSignal = sigset_t(), saved = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &pipeSignal, &saved)
+        defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+        do throws(Errno) { try input.writeAll(bytes) } catch {
+            if error.rawValue == EPIPE {
+                var zero = timespec()
+                while sigtimedwait(&pipeSignal, nil, &zero) < 0 && errno == EINTR {}
+            }
+            return false
+        }
+        return true
+    }
+
+    /// What a fresh pipe holds without a reader (Linux: 16 pages).
+    static let pipeCapacity = 65_536
+
+    /// Whether its children (rsync's ssh) are all alive, as `/proc/PID/task/PID/children`
+    /// and each one's state say: one that ended (a zombie until rsync, blocked on its
+    /// stdin, notices) means the transport behind it is gone. Without that file, whether
+    /// it runs itself; false when it has no child.
+    var childrenAlive: Bool {
+        guard let fd = try? Sys.open(.currentDirectory, Array("/proc/\(pid)/task/\(pid)/children".utf8), O_RDONLY) else {
+            return kill(pid, 0) == 0
+        }
+        let text = (try? fd.readAll()) ?? []
+        fd.close()
+        let children = text.split(separator: 0x20).compactMap { pid_t(String(decoding: $0, as: UTF8.self)) }
+        guard !children.isEmpty else { return false }
+        return children.allSatisfy { child in
+            guard let fd = try? Sys.open(.currentDirectory, Array("/proc/\(child)/stat".utf8), O_RDONLY) else { return false }
+            defer { fd.close() }
+            // "PID (COMM) STATE ...": the state follows the last ')'; Z and X have ended.
+            guard let stat = try? fd.readAll(), let close = stat.lastIndex(of: 0x29), close + 2 < stat.count else { return false }
+            return stat[close + 2] != 0x5A && stat[close + 2] != 0x58
+        }
+    }
+
+    /// Kills its process group and reaps it, closing every pipe.
+    func abandon() {
+        kill(-pid, SIGKILL)
+        input?.close()
+        out.close()
+        err.close()
+        var raw: Int32 = 0
+        while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
+    }
+
+    /// Runs it to its end: stdout and stderr read until `timeout` from now, when the whole
+    /// group gets SIGKILL (rsync's ssh child too). Once the child exited, its pipes are
+    /// drained for at most `drain` (a background ssh master may hold a copy).
+    func collect(timeout: Duration, drain: Duration = .milliseconds(500)) -> CapturedRun {
         let clock = ContinuousClock()
         let start = clock.now
-        let inputFile = try unlinkedFile(holding: input)
-        defer { inputFile.close() }
-        let out = try pipe()
-        let err: (read: FileDescriptor, write: FileDescriptor)
-        do throws(Errno) { err = try pipe() } catch {
-            out.read.close(); out.write.close()
-            throw error
-        }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, inputFile.rawValue, 0)
-        posix_spawn_file_actions_adddup2(&actions, out.write.rawValue, 1)
-        posix_spawn_file_actions_adddup2(&actions, err.write.rawValue, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for s in [SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGPIPE, SIGQUIT] { sigaddset(&defaults, s) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
-        let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { bytes in
-            let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
-            for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
-            p[bytes.count] = 0
-            return p
-        } + [nil]
-        defer { for p in cArgs { p?.deallocate() } }
-        var pid: pid_t = 0
-        let rc = posix_spawnp(&pid, cArgs[0]!, &actions, &attributes, cArgs, environ)
-        out.write.close()
-        err.write.close()
-        guard rc == 0 else {
-            out.read.close(); err.read.close()
-            throw Errno(rawValue: rc)
-        }
-
+        input?.close()
         var stdout: [UInt8] = [], stderr: [UInt8] = []
-        var fds = [pollfd(fd: out.read.rawValue, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: err.read.rawValue, events: Int16(POLLIN), revents: 0)]
+        var fds = [pollfd(fd: out.rawValue, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: err.rawValue, events: Int16(POLLIN), revents: 0)]
         let deadline = start + timeout
         var status: Int32?
         var drainUntil: ContinuousClock.Instant?
@@ -77,7 +102,7 @@ extension Sys {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
         defer { buffer.deallocate() }
         while fds.contains(where: { $0.fd >= 0 }) {
-            if status == nil, let done = reapIfExited(pid) {
+            if status == nil, let done = Sys.reapIfExited(pid) {
                 status = done
                 drainUntil = clock.now + drain
             }
@@ -119,9 +144,75 @@ extension Sys {
         if timedOut { kill(-pid, SIGKILL) }
         return CapturedRun(status: status!, stdout: stdout, stderr: stderr, timedOut: timedOut, elapsed: clock.now - start)
     }
+}
+
+extension Sys {
+    /// `posix_spawnp` of `argv` in a process group of its own, `input` on stdin (from an
+    /// unlinked temp file: no SIGPIPE, no deadlock on a large list), stdout and stderr
+    /// captured, run to its end or killed at `timeout` (`CapturedChild.collect`).
+    static func runCaptured(_ argv: [[UInt8]], input: [UInt8], timeout: Duration,
+                            drain: Duration = .milliseconds(500)) throws(Errno) -> CapturedRun {
+        let inputFile = try unlinkedFile(holding: input)
+        defer { inputFile.close() }
+        return try spawnCaptured(argv, stdin: inputFile).collect(timeout: timeout, drain: drain)
+    }
+
+    /// `posix_spawnp` of `argv` in a process group of its own, stdout and stderr on pipes;
+    /// its stdin is `stdin`, or a pipe whose write end the child's value holds.
+    static func spawnCaptured(_ argv: [[UInt8]], stdin: FileDescriptor?) throws(Errno) -> CapturedChild {
+        let inputPipe = stdin == nil ? try pipe() : nil
+        let out: (read: FileDescriptor, write: FileDescriptor), err: (read: FileDescriptor, write: FileDescriptor)
+        do throws(Errno) {
+            out = try pipe()
+            do throws(Errno) { err = try pipe() } catch {
+                out.read.close(); out.write.close()
+                throw error
+            }
+        } catch {
+            inputPipe?.read.close(); inputPipe?.write.close()
+            throw error
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, (stdin ?? inputPipe!.read).rawValue, 0)
+        posix_spawn_file_actions_adddup2(&actions, out.write.rawValue, 1)
+        posix_spawn_file_actions_adddup2(&actions, err.write.rawValue, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for s in [SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGPIPE, SIGQUIT] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
+        let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { bytes in
+            let p = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+            for (i, b) in bytes.enumerated() { p[i] = CChar(bitPattern: b) }
+            p[bytes.count] = 0
+            return p
+        } + [nil]
+        defer { for p in cArgs { p?.deallocate() } }
+        var pid: pid_t = 0
+        let spawned = ContinuousClock.now
+        let rc = posix_spawnp(&pid, cArgs[0]!, &actions, &attributes, cArgs, environ)
+        inputPipe?.read.close()
+        out.write.close()
+        err.write.close()
+        guard rc == 0 else {
+            inputPipe?.write.close()
+            out.read.close(); err.read.close()
+            throw Errno(rawValue: rc)
+        }
+        return CapturedChild(pid: pid, spawned: spawned, input: inputPipe?.write, out: out.read, err: err.read)
+    }
 
     /// `waitpid(WNOHANG)`: the exit status once `pid` ended, nil while it runs.
-    private static func reapIfExited(_ pid: pid_t) -> Int32? {
+    static func reapIfExited(_ pid: pid_t) -> Int32? {
         var raw: Int32 = 0
         guard waitpid(pid, &raw, WNOHANG) == pid else { return nil }
         return raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
@@ -130,9 +221,8 @@ extension Sys {
     /// An unlinked temp file in /tmp holding `bytes`, at offset 0, close-on-exec.
     private static func unlinkedFile(holding bytes: [UInt8]) throws(Errno) -> FileDescriptor {
         var template = Array("/tmp/keepsync-stdin-XXXXXX".utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        let fd = template.withUnsafeMutableBufferPointer { ks_mkstemp_cloexec($0.baseAddress!) }
         guard fd >= 0 else { throw Errno.current }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         Glibc.unlink(template)
         let file = FileDescriptor(rawValue: fd)
         do throws(Errno) {

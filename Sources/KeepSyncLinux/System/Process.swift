@@ -1,12 +1,13 @@
+import CKeepSyncShims
 import Glibc
 
 /// Processes, terminals and the clock: the calls the command layer makes outside a tree.
 extension Sys {
-    /// `pipe`, both ends close-on-exec.
+    /// `pipe2(O_CLOEXEC)`: both ends close-on-exec from the start, so that a child spawned
+    /// meanwhile by another thread (an ssh master that stays) never holds a copy.
     static func pipe() throws(Errno) -> (read: FileDescriptor, write: FileDescriptor) {
         var fds: [Int32] = [-1, -1]
-        _ = try valueOrErrno { Glibc.pipe(&fds) }
-        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        _ = try valueOrErrno { ks_pipe_cloexec(&fds) }
         return (FileDescriptor(rawValue: fds[0]), FileDescriptor(rawValue: fds[1]))
     }
 
