@@ -208,7 +208,13 @@ final class Bench {
         let start = Clock.now()
         let child = try Spawn([lsyncd, config], output: path("\(name).out"))
         let until = Clock.now() + 600
-        while !Paths.exists(Paths.join(mirror, marker)) {
+        // Done when its log says so: rsync copies the root's files first, so the marker
+        // arrives long before a big tree's startup sync ends.
+        func finished() -> Bool {
+            guard Paths.exists(Paths.join(mirror, marker)), let log = Machine.read(Paths.display(path("\(name).log"))) else { return false }
+            return log.split(separator: "\n").contains { $0.contains("Startup of ") && $0.hasSuffix(" finished.") }
+        }
+        while !finished() {
             guard child.poll() == nil, Clock.now() < until else {
                 child.stop()
                 throw BenchError("lsyncd did not finish its startup sync (see \(Paths.display(path("\(name).log"))))")
