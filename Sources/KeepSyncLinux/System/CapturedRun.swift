@@ -29,13 +29,12 @@ struct CapturedChild: Sendable {
     let out: FileDescriptor
     let err: FileDescriptor
 
-    /// Writes `bytes` to its stdin pipe and closes it; false when it cannot take them (it
-    /// ended, or its stdin is no pipe). At most a pipe's capacity, so that the write never
-    /// waits on a child blocked on its own output.
+    /// Writes `bytes` to its stdin pipe (`collect` closes it); false when it cannot take
+    /// them (it ended, or its stdin is no pipe), when `abandon` is what is left. At most a
+    /// pipe's capacity, so that the write never waits on a child blocked on its own output.
     /// SIGPIPE is held back on this thread meanwhile (and taken if the write raised it).
     func send(_ bytes: [UInt8]) -> Bool {
         guard let input, bytes.count <= Self.pipeCapacity else { return false }
-        defer { input.close() }
         var pipeSignal = sigset_t(), saved = sigset_t()
         sigemptyset(&pipeSignal)
         sigaddset(&pipeSignal, SIGPIPE)
@@ -85,9 +84,10 @@ struct CapturedChild: Sendable {
         while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
     }
 
-    /// Runs it to its end: stdout and stderr read until `timeout` from now, when the whole
-    /// group gets SIGKILL (rsync's ssh child too). Once the child exited, its pipes are
-    /// drained for at most `drain` (a background ssh master may hold a copy).
+    /// Closes its stdin pipe (its list ends), then runs it to its end: stdout and stderr
+    /// read until `timeout` from now, when the whole group gets SIGKILL (rsync's ssh child
+    /// too). Once the child exited, its pipes are drained for at most `drain` (a background
+    /// ssh master may hold a copy).
     func collect(timeout: Duration, drain: Duration = .milliseconds(500)) -> CapturedRun {
         let clock = ContinuousClock()
         let start = clock.now
