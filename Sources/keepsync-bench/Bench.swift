@@ -212,7 +212,8 @@ final class Bench {
         // arrives long before a big tree's startup sync ends.
         func finished() -> Bool {
             guard Paths.exists(Paths.join(mirror, marker)), let log = Machine.read(Paths.display(path("\(name).log"))) else { return false }
-            return log.split(separator: "\n").contains { $0.contains("Startup of ") && $0.hasSuffix(" finished.") }
+            // default.rsync: `Startup of SRC -> DST finished.`; rsyncssh: `Startup of "SRC" finished: 0`.
+            return log.split(separator: "\n").contains { $0.contains("Startup of ") && $0.contains(" finished") }
         }
         while !finished() {
             guard child.poll() == nil, Clock.now() < until else {

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import KeepSyncCore
 @testable import KeepSyncLinux
@@ -22,7 +23,8 @@ struct RemoteMirrorTests {
         let outside: [UInt8]
         let sourceFS: PosixFileSystem
 
-        init(_ test: String, command: Duration = .seconds(20), sshArguments: [String]? = nil) throws {
+        init(_ test: String, command: Duration = .seconds(20), sshArguments: [String]? = nil,
+             warm: Duration = .seconds(30), warmWhileIdle: Duration = .seconds(300)) throws {
             sshd = try LoopbackSSHDTests.startOrSkip(test)
             _ = try LoopbackSSHDTests.rsyncOrSkip(test)
             source = try ScratchDirectory.make(prefix: "keepsync-remote-source")
@@ -30,7 +32,8 @@ struct RemoteMirrorTests {
             outside = try ScratchDirectory.make(prefix: "keepsync-remote-outside")
             session = try RemoteSession(ssh: (sshArguments ?? sshd.sshArguments).map { Array($0.utf8) },
                                         destination: sshd.destination, host: sshd.host,
-                                        timing: .init(connectSeconds: 3, aliveInterval: 1, aliveCount: 3, command: command))
+                                        timing: .init(connectSeconds: 3, aliveInterval: 1, aliveCount: 3, command: command,
+                                                      warm: warm, warmWhileIdle: warmWhileIdle))
             mirror = RemoteMirror(session: session, target: RemoteTarget(user: sshd.user, host: sshd.host, directory: remote),
                                   sourceRoot: source, rsyncIOTimeout: 20)
             sourceFS = try PosixFileSystem(rootPath: source)
@@ -186,6 +189,45 @@ struct RemoteMirrorTests {
             #expect(f.session.warmRsyncPid == nil && kill(last, 0) != 0, "close ends and reaps the warm rsync")
             #expect(try LiveFS.list(f.remote).count == 303)
             print("RemoteMirrorTests: warm rsync: \(f.session.rsyncRuns) runs, \(f.session.warmRsyncRuns) through a warm rsync; one whose ssh was killed left its run to a fresh rsync")
+        }
+    }
+
+    @Test("a warm rsync is renewed while runs are recent and sends nothing meanwhile, ends when idle, with closeMaster, and gives its session up beside four others")
+    func warmRsyncLifecycle() async throws {
+        try await offThePool {
+            let f = try Fixture("warmRsyncLifecycle", warm: .seconds(1), warmWhileIdle: .seconds(4))
+            f.session.keepRsyncWarm()
+            func install(_ name: String) throws {
+                try LiveFS.writeFile(f.src(Self.b(name)), Self.b("content of \(name)\n"))
+                let results = f.mirror.install([RelativePath(name)], from: f.sourceFS, io: .serial, logger: .silent)
+                guard case .success(_?) = results[0].result else { throw KeepSyncError(.io, "\(name): \(results[0].result)") }
+            }
+            try install("a")
+            let first = try #require(f.session.warmRsyncPid)
+            // Renewed after its second: a new one, the old one reaped, the remote untouched.
+            #expect(eventuallyBlocking(timeout: .seconds(10)) { f.session.warmRsyncsSpawned >= 3 }, "renewed twice")
+            #expect(kill(first, 0) != 0)
+            #expect(try LiveFS.list(f.remote) == [Self.b("a")], "nothing sent while warm rsyncs waited")
+            // Four seconds after the last run, no more.
+            #expect(eventuallyBlocking(timeout: .seconds(15)) { f.session.warmRsyncsEndedIdle == 1 }, "ended when idle")
+            #expect(f.session.warmRsyncPid == nil)
+            let spawned = f.session.warmRsyncsSpawned
+            #expect(eventuallyBlocking(timeout: .seconds(3)) { f.session.warmRsyncsSpawned > spawned } == false, "and not renewed")
+
+            try install("b")
+            let beforeClose = try #require(f.session.warmRsyncPid)
+            f.session.closeMaster()
+            #expect(f.session.warmRsyncPid == nil && kill(beforeClose, 0) != 0, "closeMaster ends it")
+            try install("c")
+            #expect(f.session.connectionsOpened == 2, "the next call opened a new master")
+
+            // Four remote commands at once: the warm rsync gives its session up.
+            let waiting = try #require(f.session.warmRsyncPid)
+            let session = f.session
+            DispatchQueue.concurrentPerform(iterations: 4) { _ in _ = try? session.run(Self.b("sleep 1")) }
+            #expect(f.session.warmRsyncPid == nil && kill(waiting, 0) != 0, "given up beside four sessions")
+            #expect(f.session.warmRsyncRuns == 0 && f.session.rsyncRuns == 3)
+            print("RemoteMirrorTests: warm rsync lifecycle: \(f.session.warmRsyncsSpawned) spawned for 3 runs, renewed, ended idle, by closeMaster and beside 4 sessions")
         }
     }
 

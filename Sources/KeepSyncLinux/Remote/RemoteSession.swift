@@ -93,13 +93,21 @@ public final class RemoteSession: Sendable {
         public var aliveCount: Int
         /// The deadline of one remote command; the client is killed past it.
         public var command: Duration
+        /// How long a warm rsync waits before it is renewed (at most half the rsync's own
+        /// `--timeout`).
+        public var warm: Duration
+        /// How long after the last rsync run warm ones are renewed.
+        public var warmWhileIdle: Duration
 
         /// Timings.
-        public init(connectSeconds: Int = 10, aliveInterval: Int = 5, aliveCount: Int = 3, command: Duration = .seconds(60)) {
+        public init(connectSeconds: Int = 10, aliveInterval: Int = 5, aliveCount: Int = 3, command: Duration = .seconds(60),
+                    warm: Duration = .seconds(30), warmWhileIdle: Duration = .seconds(300)) {
             self.connectSeconds = connectSeconds
             self.aliveInterval = aliveInterval
             self.aliveCount = aliveCount
             self.command = command
+            self.warm = warm
+            self.warmWhileIdle = warmWhileIdle
         }
     }
 
@@ -131,14 +139,20 @@ public final class RemoteSession: Sendable {
         var standby: Standby?
         var standbys = 0
         var warmRuns = 0
-        /// rsync runs under way.
-        var running = 0
+        var endedIdle = 0
+        /// Remote commands and rsync runs under way (each an ssh session).
+        var sessions = 0
         var lastRun: ContinuousClock.Instant?
+
+        /// The warm rsync, taken away (the caller ends or uses it).
+        mutating func takeStandby() -> Standby? {
+            defer { standby = nil }
+            return standby
+        }
     }
 
-    /// An rsync spawned ahead with the last run's argv: connected, its remote side
-    /// started, waiting for its list on stdin.
-    private struct Standby: Sendable {
+    /// An rsync spawned ahead for the next run of `argv`, waiting for its list on stdin.
+    struct Standby: Sendable {
         var argv: [[UInt8]]
         var child: CapturedChild
         var number: Int
@@ -198,7 +212,14 @@ public final class RemoteSession: Sendable {
     /// killed and the master closed) or refuses the login.
     public func run(_ script: [UInt8], input: [UInt8] = [], timeout: Duration? = nil) throws(RemoteFailure) -> RemoteOutput {
         try ensureMaster()
-        state.withLock { $0.commands += 1 }
+        // Sessions beside a pass's installs: the warm rsync gives its one up (sshd's
+        // MaxSessions is 10 by default, and a pass with live copies beside may need all).
+        state.withLock { s -> Standby? in
+            s.commands += 1
+            s.sessions += 1
+            return s.sessions >= Self.sessionsWithoutWarm ? s.takeStandby() : nil
+        }?.child.abandon()
+        defer { state.withLock { $0.sessions -= 1 } }
         let deadline = timeout ?? timing.command
         let result = try spawn(sshArguments + [Array("--".utf8), Array(destination.utf8), script], input: input, timeout: deadline)
         if result.timedOut {
@@ -235,9 +256,12 @@ public final class RemoteSession: Sendable {
 
     /// The ssh command as rsync's `-e` takes it: every word double-quoted (rsync splits
     /// it again, `\` escaping inside double quotes), the control options included.
-    public var rsyncShell: [UInt8] {
+    public var rsyncShell: [UInt8] { Self.shellWords(sshArguments) }
+
+    /// `words` as rsync's `-e` takes them.
+    static func shellWords(_ words: [[UInt8]]) -> [UInt8] {
         var out: [UInt8] = []
-        for word in sshArguments {
+        for word in words {
             if !out.isEmpty { out.append(0x20) }
             // rsync's own rule (do_cmd): inside quotes a doubled quote is one; no backslashes.
             out.append(0x22)
@@ -253,24 +277,20 @@ public final class RemoteSession: Sendable {
     /// Runs local rsync (`argv`, `argv[0]` the program) after making sure the master is
     /// up, `input` on its stdin; its exit status is for the caller, except that an ssh
     /// failure (unreachable, authentication) or our deadline throws.
-    /// With `keepRsyncWarm`, a warm rsync of the same argv takes the run when `input` fits
-    /// its pipe (a live change's list: the file is on its way about 2 ms after, against
-    /// 15 ms for a fresh rsync on the loopback); one that, or whose ssh, ended while it
-    /// waited leaves the run to a fresh rsync (nothing of the list reached it). Once it
-    /// took the list, its outcome is the run's, failure included.
+    /// A warm rsync of the same argv (`keepRsyncWarm`) takes the run when `input` fits its
+    /// pipe; once it took the list, its outcome is the run's.
     public func runRsync(_ argv: [[UInt8]], input: [UInt8], timeout: Duration) throws(RemoteFailure) -> RemoteOutput {
         try ensureMaster()
         let standby = state.withLock { s -> Standby? in
             s.rsyncRuns += 1
-            s.running += 1
-            defer { s.standby = nil }
-            return s.standby
+            s.sessions += 1
+            return s.takeStandby()
         }
         var warm: CapturedRun?
         if let standby {
             // One whose ssh ended while it waited (a dropped master, a killed remote side)
-            // cannot take the list (rsync notices only later): the run goes to a fresh rsync.
-            if standby.argv == argv, ContinuousClock.now - standby.child.spawned < Self.warmFor,
+            // cannot take the list (nothing of it would arrive): the run goes to a fresh rsync.
+            if standby.argv == argv, ContinuousClock.now - standby.child.spawned < warmAge(argv),
                standby.child.childrenAlive, standby.child.send(input) {
                 warm = standby.child.collect(timeout: timeout)
             } else {
@@ -282,15 +302,15 @@ public final class RemoteSession: Sendable {
             result = warm
         } else {
             do throws(RemoteFailure) { result = try spawn(argv, input: input, timeout: timeout) } catch {
-                state.withLock { $0.running -= 1 }
+                state.withLock { $0.sessions -= 1 }
                 throw error
             }
         }
         let refill = state.withLock { s -> Bool in
-            s.running -= 1
+            s.sessions -= 1
             s.lastRun = .now
             if warm != nil { s.warmRuns += 1 }
-            return s.warm && s.running == 0 && s.standby == nil && !s.closed && result.status == 0
+            return s.warm && s.sessions == 0 && s.standby == nil && !s.closed && result.status == 0
         }
         if refill { spawnStandby(argv) }
         if result.timedOut {
@@ -309,53 +329,67 @@ public final class RemoteSession: Sendable {
 
     // MARK: The warm rsync
 
-    /// From now on, after an rsync run that ended well while no other runs, the next one is
-    /// spawned ahead with the same argv (one more ssh session, waiting): a live change's
-    /// install then skips rsync's start. It is renewed every `warmFor` while runs came
-    /// within `warmWhileIdle`, and dropped by a run it cannot take, `closeMaster` and `close`.
+    /// From now on, after an rsync run that ended well while no other session was open, the
+    /// next rsync is spawned ahead with the same argv, waiting for its list: a live change's
+    /// install then skips rsync's and ssh's start (about 15 ms on the loopback). One more
+    /// ssh session while it waits; given up when four are open, renewed every `timing.warm`
+    /// while runs came within `timing.warmWhileIdle`, ended by `closeMaster` and `close`.
     public func keepRsyncWarm() { state.withLock { $0.warm = true } }
 
-    /// How long a warm rsync waits before it is renewed (rsync's `--timeout` is not
-    /// known here; a waiting rsync sends nothing, so half its default of 60 s).
-    static let warmFor: Duration = .seconds(30)
-    /// How long after the last run warm rsyncs are renewed.
-    static let warmWhileIdle: Duration = .seconds(300)
+    /// Open sessions at which the warm rsync gives its own up.
+    static let sessionsWithoutWarm = 4
 
+    /// How long a warm rsync for `argv` may wait: `timing.warm`, at most half its `--timeout`.
+    func warmAge(_ argv: [[UInt8]]) -> Duration {
+        let key = Array("--timeout=".utf8)
+        guard let word = argv.first(where: { $0.starts(with: key) }),
+              let seconds = Int(String(decoding: word.dropFirst(key.count), as: UTF8.self)), seconds > 0 else { return timing.warm }
+        return min(timing.warm, .milliseconds(seconds * 500))
+    }
+
+    /// Spawns the warm rsync for `argv` while the master runs. Its ssh gets
+    /// `ControlMaster=no`: should the master end meanwhile, it never becomes one itself.
     private func spawnStandby(_ argv: [[UInt8]]) {
-        guard let child = try? Sys.spawnCaptured(argv, stdin: nil) else { return }
+        func ready(_ s: State) -> Bool {
+            s.warm && !s.closed && s.masterOpen && s.standby == nil && s.sessions == 0
+                && s.masterPid.map { kill($0, 0) == 0 } ?? false
+        }
+        guard state.withLock({ ready($0) }) else { return }
+        let shell = rsyncShell, noMaster = Self.shellWords(sshArguments.map {
+            $0 == Array("ControlMaster=auto".utf8) ? Array("ControlMaster=no".utf8) : $0
+        })
+        guard let child = try? Sys.spawnCaptured(argv.map { $0 == shell ? noMaster : $0 }, stdin: nil) else { return }
         let number = state.withLock { s -> Int? in
-            guard s.warm, !s.closed, s.masterOpen, s.standby == nil, s.running == 0 else { return nil }
+            guard ready(s) else { return nil }
             s.standbys += 1
             s.standby = Standby(argv: argv, child: child, number: s.standbys)
             return s.standbys
         }
         guard let number else { return child.abandon() }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(Int(Self.warmFor.components.seconds))) { [weak self] in
+        let age = warmAge(argv)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(age.components.seconds * 1000 + age.components.attoseconds / 1_000_000_000_000_000))) { [weak self] in
             self?.renewStandby(number)
         }
     }
 
-    /// Standby `number`, still unused after `warmFor`: renewed while runs are recent,
-    /// else dropped.
+    /// Standby `number`, still unused after its age: renewed while runs are recent, else
+    /// ended.
     private func renewStandby(_ number: Int) {
         let (old, renew) = state.withLock { s -> (Standby?, Bool) in
             guard let standby = s.standby, standby.number == number else { return (nil, false) }
             s.standby = nil
-            let recent = s.lastRun.map { ContinuousClock.now - $0 < Self.warmWhileIdle } ?? false
-            return (standby, recent && !s.closed && s.running == 0)
+            let recent = s.lastRun.map { ContinuousClock.now - $0 < timing.warmWhileIdle } ?? false
+            if !recent { s.endedIdle += 1 }
+            return (standby, recent)
         }
         guard let old else { return }
         old.child.abandon()
         if renew { spawnStandby(old.argv) }
     }
 
-    /// Takes the warm rsync away and ends it.
-    private func dropStandby() {
-        state.withLock { s -> Standby? in
-            defer { s.standby = nil }
-            return s.standby
-        }?.child.abandon()
-    }
+    /// How many warm rsyncs were spawned, and how many ended unrenewed (no recent run).
+    var warmRsyncsSpawned: Int { state.withLock { $0.standbys } }
+    var warmRsyncsEndedIdle: Int { state.withLock { $0.endedIdle } }
 
     // MARK: The master
 
@@ -402,13 +436,13 @@ public final class RemoteSession: Sendable {
     /// Ends the master (a hung or dropped one) so that the next call opens a new one:
     /// `ssh -O exit`, then SIGTERM to its pid, and the socket removed.
     public func closeMaster() {
-        dropStandby()
         opening.withLock { _ in
-            let pid = state.withLock { s -> pid_t? in
+            let (pid, standby) = state.withLock { s -> (pid_t?, Standby?) in
                 s.masterOpen = false
                 defer { s.masterPid = nil }
-                return s.masterPid
+                return (s.masterPid, s.takeStandby())
             }
+            standby?.child.abandon()
             killMaster(pid)
         }
     }
@@ -430,7 +464,7 @@ public final class RemoteSession: Sendable {
             return !s.closed
         }
         guard first else { return }
-        dropStandby()
+        state.withLock { $0.takeStandby() }?.child.abandon()
         let pid = state.withLock { $0.masterPid }
         killMaster(pid)
         state.withLock { $0.masterOpen = false }

@@ -30,11 +30,11 @@ struct CapturedChild: Sendable {
     let err: FileDescriptor
 
     /// Writes `bytes` to its stdin pipe (`collect` closes it); false when it cannot take
-    /// them (it ended, or its stdin is no pipe), when `abandon` is what is left. At most a
-    /// pipe's capacity, so that the write never waits on a child blocked on its own output.
+    /// them (it ended, its stdin is no pipe, or they exceed the pipe's capacity, so that
+    /// the write never waits on a child blocked on its own output): then `abandon` it.
     /// SIGPIPE is held back on this thread meanwhile (and taken if the write raised it).
     func send(_ bytes: [UInt8]) -> Bool {
-        guard let input, bytes.count <= Self.pipeCapacity else { return false }
+        guard let input, bytes.count <= fcntl(input.rawValue, Self.getPipeSize) else { return false }
         var pipeSignal = sigset_t(), saved = sigset_t()
         sigemptyset(&pipeSignal)
         sigaddset(&pipeSignal, SIGPIPE)
@@ -50,13 +50,12 @@ struct CapturedChild: Sendable {
         return true
     }
 
-    /// What a fresh pipe holds without a reader (Linux: 16 pages).
-    static let pipeCapacity = 65_536
+    /// `F_GETPIPE_SZ` (Glibc's overlay leaves it out).
+    static let getPipeSize: Int32 = 1032
 
-    /// Whether its children (rsync's ssh) are all alive, as `/proc/PID/task/PID/children`
-    /// and each one's state say: one that ended (a zombie until rsync, blocked on its
-    /// stdin, notices) means the transport behind it is gone. Without that file, whether
-    /// it runs itself; false when it has no child.
+    /// Whether it has children (rsync's ssh) and all are alive, as `/proc/PID/task/PID/children`
+    /// and their states say: an ssh that ended (reaped, or a zombie) means the transport
+    /// behind a waiting rsync is gone. Without that file, whether it runs itself.
     var childrenAlive: Bool {
         guard let fd = try? Sys.open(.currentDirectory, Array("/proc/\(pid)/task/\(pid)/children".utf8), O_RDONLY) else {
             return kill(pid, 0) == 0
