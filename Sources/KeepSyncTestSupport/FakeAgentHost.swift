@@ -68,7 +68,8 @@ public final class FakeAgentHost: AgentHost {
     private let walkUntilStopped = Mutex(false)
 
     /// A new fake watcher, kept.
-    public func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat) -> any WatcherProviding {
+    public func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat,
+                            cancellation: CancellationFlag) -> any WatcherProviding {
         let w = FakeWatcher(walksUntilStopped: watchersWalkUntilStopped)
         state.withLock { $0.watchers.append(w) }
         return w

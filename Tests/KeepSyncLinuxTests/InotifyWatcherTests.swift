@@ -330,6 +330,24 @@ struct InotifyWatcherTests {
         #expect(await again.wait { $0.contains(.closedAfterWrite(RelativePath("f"))) })
     }
 
+    @Test("a stop before start made its session (the agent's cancellation set): the walk watches nothing and the stream comes back ended")
+    func cancelledBeforeTheWalk() async throws {
+        let scratch = try Scratch()
+        defer { scratch.removeAll() }
+        for i in 0..<50 { try scratch.makeDirectories("d\(i)/e") }
+        let cancellation = CancellationFlag()
+        cancellation.set()
+        let watcher = InotifyWatcher(rootPath: scratch.path, cancellation: cancellation)
+        let events = Recorder(try watcher.start(excluding: .none))
+        #expect(await events.waitUntilFinished(timeout: .seconds(1)))
+        #expect(watcher.watchedDirectories <= 1, "\(watcher.watchedDirectories) of 101 directories watched")
+        // An unset flag: the same tree is walked whole.
+        let running = InotifyWatcher(rootPath: scratch.path, cancellation: CancellationFlag())
+        _ = try running.start(excluding: .none)
+        defer { running.stop() }
+        #expect(running.watchedDirectories == 101)
+    }
+
     @Test("a watcher dropped without stop() ends its stream")
     func droppedWatcherEndsStream() async throws {
         let scratch = try Scratch()

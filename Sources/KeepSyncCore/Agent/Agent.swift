@@ -164,7 +164,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
                                                         recordedEntries: entries, mirror: mirror)
                                   })
         self.manager = manager
-        let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat)
+        let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat, cancellation: cancellation)
         self.watcher = watcher
         // The watcher's walk is sequential (watch, then list): readers ahead of it fill
         // the cache from a cold disk many directories at a time.
@@ -275,7 +275,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         guard manager === self.manager, await !manager.hasStopped, !stopRequested, rootProblem == nil else { return }
         // A new watcher with the new excludes; the full resync covers the switch-over.
         let old = watcher
-        let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat)
+        let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat, cancellation: cancellation)
         do {
             let events = try start(watcher)
             self.watcher = watcher

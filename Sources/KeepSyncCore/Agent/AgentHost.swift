@@ -16,8 +16,10 @@ public protocol AgentHost: Sendable {
     /// generation.
     func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag) throws
         -> (source: any FileSystemProviding, mirror: any MirrorProviding)
-    /// A new (not started) watcher of the source.
-    func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat) -> any WatcherProviding
+    /// A new (not started) watcher of the source, whose walk also ends once `cancellation`
+    /// is set (a stop that came before the walk began).
+    func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat, cancellation: CancellationFlag)
+        -> any WatcherProviding
     /// Starts reading the source's directories ahead of a watcher's walk; returns its stop.
     func warmDirectories(_ settings: Settings) -> @Sendable () -> Void
     /// Starts reading both trees (a remote mirror's: the source only) and looking up their

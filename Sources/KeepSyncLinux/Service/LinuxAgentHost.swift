@@ -60,8 +60,9 @@ public struct LinuxAgentHost: AgentHost {
     }
 
     /// An inotify watcher of the source.
-    public func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat) -> any WatcherProviding {
-        InotifyWatcher(rootPath: settings.source, logger: logger, heartbeat: heartbeat)
+    public func makeWatcher(_ settings: Settings, logger: Logger, heartbeat: Heartbeat,
+                            cancellation: CancellationFlag) -> any WatcherProviding {
+        InotifyWatcher(rootPath: settings.source, logger: logger, heartbeat: heartbeat, cancellation: cancellation)
     }
 
     /// Reads the source's directories ahead on threads of their own; returns the stop.

@@ -77,7 +77,9 @@ final class InotifySession: @unchecked Sendable {
             walker = try DirectoryWalker(inotify: inotify, rootFD: rootFD, rootPath: rootPath, excludes: excludes,
                                          outbox: outbox, logger: logger, heartbeat: watcher.heartbeat,
                                          stopRequested: { [weak watcher] in
-                                             watcher?.shared.withLock { $0.active != generation } ?? true
+                                             guard let watcher else { return true }
+                                             return watcher.cancellation?.isSet == true
+                                                 || watcher.shared.withLock { $0.active != generation }
                                          })
         } catch {
             InotifySession.close(inotify: inotify, wakeRead: wakeRead, wakeWrite: wakeWrite, rootFD: rootFD,

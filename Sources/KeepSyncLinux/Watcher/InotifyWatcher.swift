@@ -33,6 +33,8 @@ public final class InotifyWatcher: WatcherProviding {
     private let eventLimit: Int
     /// Beaten once per directory walked.
     let heartbeat: Heartbeat?
+    /// Once set, a walk ends as if stopped (a stop can come before `start` made a session).
+    let cancellation: CancellationFlag?
     /// What the caller's threads and the watcher thread share.
     let shared = Mutex(Shared())
 
@@ -62,10 +64,11 @@ public final class InotifyWatcher: WatcherProviding {
     /// `limitRescanInterval` (the changes found there reported as events). At most `eventLimit` events wait in the stream: past that
     /// the watcher stops reading (the kernel's queue holds what comes, or overflows) and
     /// owes one `.rescan`, delivered as soon as there is room. Walks beat `heartbeat`
-    /// once per directory.
+    /// once per directory. Once `cancellation` is set, a walk ends as `stop` ends it.
     public init(rootPath: [UInt8], logger: Logger = .silent, limitRescanInterval: Duration = InotifyWatcher.pollInterval,
-                eventLimit: Int = 65_536, heartbeat: Heartbeat? = nil) {
+                eventLimit: Int = 65_536, heartbeat: Heartbeat? = nil, cancellation: CancellationFlag? = nil) {
         self.heartbeat = heartbeat
+        self.cancellation = cancellation
         self.rootPath = rootPath
         self.logger = logger
         self.limitRescanInterval = limitRescanInterval
