@@ -665,6 +665,36 @@ struct SyncManagerTests {
         #expect(await h.manager.snapshot().errors == [:])
     }
 
+    @Test("a mirror with room for a probe but not for the files: each probe's resync fails again, and its files' errors are logged at error level in the first episode only")
+    func fullMirrorLogsEachFileOnce() async {
+        let lines = Mutex<[(level: LogLevel, text: String)]>([])
+        let logger = Logger(level: .debug) { level, text in lines.withLock { $0.append((level, text)) } }
+        let h = ManagerHarness(logger: logger)
+        await h.fullSync()
+        let names = (0..<5).map { Self.p("f\($0)") }
+        h.failMirror { op, path in
+            op == .install && names.contains(path) ? KeepSyncError(.noSpace, "write: No space left on device", path: path) : nil
+        }
+        for name in names {
+            h.source.writeFile(name, Self.b("data of \(name.escaped)"))
+            await h.receive(.closedAfterWrite(name))
+        }
+        await h.settleAndProcess()
+        // Three probes that write, three full passes whose copies fail again.
+        for _ in 0..<3 {
+            guard let next = await h.manager.nextDeadline() else { Issue.record("no probe is planned"); return }
+            h.clock.advance(by: h.clock.now.duration(to: next))
+            await h.process()
+            await h.settleAndProcess()
+        }
+        #expect(h.mirror.count(.probe) == 3 && h.installs >= 20, "\(h.mirror.count(.probe)) probes, \(h.installs) installs")
+        let perFile = lines.withLock { $0.filter { $0.text.contains("No space left") && !$0.text.hasPrefix("the mirror") } }
+        let errors = perFile.filter { $0.level == .error }
+        #expect(errors.count <= names.count, "\(errors.count) error lines for \(names.count) files over 4 attempts: \(errors.map(\.text))")
+        #expect(perFile.count >= 4 * names.count - 1, "every failure is still logged, at debug after the first: \(perFile.count)")
+        #expect(Set(await h.manager.snapshot().errors.keys).isSuperset(of: Set(names)), "status keeps each file's error")
+    }
+
     @Test("a failed path's error goes when the path is deleted")
     func failedCopyClearedByDeletion() async {
         let h = ManagerHarness()

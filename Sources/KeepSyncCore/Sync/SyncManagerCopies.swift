@@ -104,8 +104,15 @@ extension SyncManager {
                 errors[path] = nil
                 enqueue(path, now: now, immediately: false)
             } else {
-                errors[path] = (error as? KeepSyncError)?.message ?? "\(error)"
-                logger.error("\(path.escaped): \((error as? KeepSyncError)?.message ?? "\(error)")")
+                let message = (error as? KeepSyncError)?.message ?? "\(error)"
+                errors[path] = message
+                // A full or read-only mirror says so once an episode (`blockMirror`'s
+                // warning); its files' failures then go to debug, not again at every probe.
+                if let e = error as? KeepSyncError, Self.blocksMirror(e.code), let last = lastBlockedAt, now - last < .seconds(60) {
+                    logger.debug("\(path.escaped): \(message)")
+                } else {
+                    logger.error("\(path.escaped): \(message)")
+                }
                 scheduleRetry(path, error)
             }
         }
