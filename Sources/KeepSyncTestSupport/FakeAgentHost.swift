@@ -55,9 +55,9 @@ public final class FakeAgentHost: AgentHost {
     }
 
     /// The two trees.
-    public func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag) throws
+    public func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag, live: Bool) throws
         -> (source: any FileSystemProviding, mirror: any MirrorProviding) {
-        (source, LocalMirror(mirror, limits: limits))
+        (source, LocalMirror(mirror, limits: limits, changedCopyRetries: live ? 0 : 5))
     }
 
     /// Watchers made from now on walk until stopped (`FakeWatcher.walksUntilStopped`).

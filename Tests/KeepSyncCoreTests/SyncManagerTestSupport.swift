@@ -20,13 +20,14 @@ final class ManagerHarness {
     let waitsForCopies: Bool
 
     init(options: SyncOptions = SyncOptions(), executor: CopyExecutor? = nil, verifyInterval: Duration? = nil,
-         heldWhileUnreachable: Int = 10_000, logger: Logger = .silent) {
+         heldWhileUnreachable: Int = 10_000, logger: Logger = .silent, changedCopyRetries: Int = 5) {
         waitsForCopies = executor == nil
         let executor = executor ?? .inline
         timing = SyncManager<ManualClock>.Timing(settle: Self.settle, maxDelay: Self.maxDelay, verifyInterval: verifyInterval,
                                                     heldWhileUnreachable: heldWhileUnreachable)
-        let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: RecordSet(), options: options)
-        manager = SyncManager(engine: engine, source: source, mirror: LocalMirror(mirror), clock: clock, timing: timing,
+        let local = LocalMirror(mirror, changedCopyRetries: changedCopyRetries)
+        let engine = SyncEngine(source: source, mirror: local, store: store, records: RecordSet(), options: options)
+        manager = SyncManager(engine: engine, source: source, mirror: local, clock: clock, timing: timing,
                               executor: executor, logger: logger)
     }
 

@@ -695,6 +695,34 @@ struct SyncManagerTests {
         #expect(Set(await h.manager.snapshot().errors.keys).isSuperset(of: Set(names)), "status keeps each file's error")
     }
 
+    @Test("as run copies (no retry at once), a file that changes while it is copied waits for the settle, then is copied whole; no error, no backoff")
+    func changedDuringCopyIsSettledAgain() async {
+        let h = ManagerHarness(changedCopyRetries: 0)
+        await h.fullSync()
+        let busy = Self.p("busy")
+        let writes = Mutex(0)
+        let source = h.source
+        // A writer at work: the file changes under the first copy only.
+        h.failMirror { op, path in
+            if op == .install, path == busy, writes.withLock({ n in defer { n += 1 }; return n == 0 }) {
+                source.writeFile(busy, Self.b("version 2, written during the copy"))
+            }
+            return nil
+        }
+        h.source.writeFile(busy, Self.b("version 1"))
+        let installs = h.installs
+        await h.receive(.closedAfterWrite(busy))
+        await h.process()
+        #expect(h.installs == installs + 1, "one attempt, none more at once: \(h.installs - installs)")
+        #expect(h.mirror.node(busy) == nil, "nothing installed from a copy the writer overtook")
+        #expect(await h.manager.snapshot().errors.isEmpty)
+        #expect(await h.manager.snapshot().pending == 1, "it waits again")
+        await h.settleAndProcess()
+        #expect(h.mirror.node(busy)?.content == Self.b("version 2, written during the copy"))
+        #expect(h.installs == installs + 2 && writes.withLock { $0 } == 2)
+        h.expectMirrorEqualsSource()
+    }
+
     @Test("a failed path's error goes when the path is deleted")
     func failedCopyClearedByDeletion() async {
         let h = ManagerHarness()

@@ -150,7 +150,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
 
     /// One watcher + manager lifetime, until stop or a lost root.
     func runGeneration(store: any AgentRecordStore, records: RecordSet) async throws {
-        let trees = try host.openTrees(settings, limits: records.mirror?.limits ?? .none, cancellation: cancellation)
+        let trees = try host.openTrees(settings, limits: records.mirror?.limits ?? .none, cancellation: cancellation, live: true)
         let copies = host.copies
         let engine = SyncEngine(source: trees.source, mirror: trees.mirror, store: store, records: records,
                                 options: settings.options, logger: logger)

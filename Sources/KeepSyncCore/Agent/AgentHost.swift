@@ -13,8 +13,8 @@ public protocol AgentHost: Sendable {
     func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
                  refused: (RecordSet, String) -> Void) throws -> PreparedRecords
     /// Opens the source and the mirror (on a file system holding `limits`) for one watcher
-    /// generation.
-    func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag) throws
+    /// generation; `live` for `run` (see `LocalMirror.changedCopyRetries`).
+    func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag, live: Bool) throws
         -> (source: any FileSystemProviding, mirror: any MirrorProviding)
     /// A new (not started) watcher of the source, whose walk also ends once `cancellation`
     /// is set (a stop that came before the walk began).

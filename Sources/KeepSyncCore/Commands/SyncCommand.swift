@@ -34,7 +34,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
         }
         defer { prepared.release() }
         let store = prepared.store, records = prepared.records, rootStat = prepared.root
-        let trees = try host.openTrees(settings, limits: records.mirror?.limits ?? .none, cancellation: CancellationFlag())
+        let trees = try host.openTrees(settings, limits: records.mirror?.limits ?? .none, cancellation: CancellationFlag(), live: false)
         guard let opened = try trees.source.stat(.root), opened.device == rootStat.device, opened.inode == rootStat.inode else {
             throw KeepSyncError(.unsafe, "source \(settings.sourceName) changed while it was being opened; nothing done")
         }

@@ -9,11 +9,16 @@ public struct LocalMirror: MirrorProviding {
     /// What the file system holds (a case-only rename where names have no case goes
     /// through a temp name).
     public let limits: MirrorLimits
+    /// How many times more a copy whose source changed during it is tried at once: 5 for
+    /// `sync`; 0 for `run`, whose manager settles the file again instead (a writer is at
+    /// work: a copy made at once may catch it between two of its writes).
+    public let changedCopyRetries: Int
 
     /// A mirror over `steps`.
-    public init(_ steps: any FileAccessorProviding, limits: MirrorLimits = .none) {
+    public init(_ steps: any FileAccessorProviding, limits: MirrorLimits = .none, changedCopyRetries: Int = 5) {
         self.steps = steps
         self.limits = limits
+        self.changedCopyRetries = changedCopyRetries
     }
 
     /// Five groups in flight in a pass whose groups run beside its walk: each waits in
@@ -78,7 +83,7 @@ public struct LocalMirror: MirrorProviding {
     public func install(_ paths: [RelativePath], from source: any FileSystemProviding, io: ParallelIO,
                         logger: Logger) -> [(path: RelativePath, result: Result<CopyResult?, any Error>)] {
         if paths.count == 1 {
-            return [(paths[0], Result { try copyFile(paths[0], from: source, logger: logger) })]
+            return [(paths[0], Result { try copyFile(paths[0], from: source, logger: logger, attempts: 1 + changedCopyRetries) })]
         }
         var group = StagedGroup(staging: paths, from: source, into: steps, io: io)
         var barrierError: (any Error)?
@@ -96,10 +101,10 @@ public struct LocalMirror: MirrorProviding {
         GroupCommit(paths, mirror: self, source: source, io: io, logger: logger)
     }
 
-    /// Copies one file, again when it changed during the copy; nil when the source
-    /// vanished (not an error). Safe on any thread.
+    /// Copies one file, again (up to `attempts` in all) when it changed during the copy;
+    /// nil when the source vanished (not an error). Safe on any thread.
     func copyFile(_ path: RelativePath, from source: any FileSystemProviding, logger: Logger,
-                         attempts: Int = 5) throws -> CopyResult? {
+                  attempts: Int) throws -> CopyResult? {
         var attempt = 0
         while true {
             attempt += 1

@@ -95,7 +95,9 @@ struct StagedGroup: Sendable {
             let now = try? source.currentVersion(s.path)
             guard let now, now.sameVersion(as: s.source) else {
                 steps.discard(s)
-                results[s.path] = Result { try mirror.copyFile(s.path, from: source, logger: logger) }
+                results[s.path] = mirror.changedCopyRetries == 0
+                    ? .failure(KeepSyncError(.sourceChanged, "source changed during copy", path: s.path))
+                    : Result { try mirror.copyFile(s.path, from: source, logger: logger, attempts: mirror.changedCopyRetries) }
                 continue
             }
             unchanged.append(s)

@@ -99,6 +99,12 @@ extension SyncManager {
             } else if let e = error as? KeepSyncError, e.code == .tooLarge {
                 errors[path] = nil
                 engine.skipTooLarge(path, size: current?.size ?? 0)
+            } else if let e = error as? KeepSyncError, e.code == .sourceChanged {
+                // A writer is at work: copied once it is done (its close-after-write or a
+                // settle), not at once between two of its writes.
+                errors[path] = nil
+                logger.debug("\(path.escaped): changed during copy; waiting for it to settle")
+                enqueue(path, now: now, immediately: false)
             } else if current == nil || current?.kind != .regular {
                 // Vanished or replaced by another kind while copied: its events follow.
                 errors[path] = nil

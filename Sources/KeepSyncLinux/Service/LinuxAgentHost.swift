@@ -47,8 +47,9 @@ public struct LinuxAgentHost: AgentHost {
     }
 
     /// The source as a POSIX tree; the mirror as a local mirror over atomic file steps, or
-    /// a remote one over the host's session.
-    public func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag) throws
+    /// a remote one over the host's session. `live` (`run`): a local copy whose source
+    /// changed during it is settled again, not retried at once.
+    public func openTrees(_ settings: Settings, limits: MirrorLimits, cancellation: CancellationFlag, live: Bool) throws
         -> (source: any FileSystemProviding, mirror: any MirrorProviding) {
         if let remote {
             return (try PosixFileSystem(rootPath: settings.source),
@@ -56,7 +57,8 @@ public struct LinuxAgentHost: AgentHost {
         }
         return (try PosixFileSystem(rootPath: settings.source),
          LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation,
-                                            perFileSync: !limits.syncfsReaches), limits: limits))
+                                            perFileSync: !limits.syncfsReaches), limits: limits,
+                    changedCopyRetries: live ? 0 : 5))
     }
 
     /// An inotify watcher of the source.
