@@ -693,6 +693,17 @@ struct SyncManagerTests {
         #expect(errors.count <= names.count, "\(errors.count) error lines for \(names.count) files over 4 attempts: \(errors.map(\.text))")
         #expect(perFile.count >= 4 * names.count - 1, "every failure is still logged, at debug after the first: \(perFile.count)")
         #expect(Set(await h.manager.snapshot().errors.keys).isSuperset(of: Set(names)), "status keeps each file's error")
+
+        // The mirror turns read-only while the full episode is open: that is news, at error level.
+        h.failMirror { op, path in
+            op == .install && names.contains(path) ? KeepSyncError(.readOnly, "write: Read-only file system", path: path) : nil
+        }
+        guard let next = await h.manager.nextDeadline() else { Issue.record("no probe is planned"); return }
+        h.clock.advance(by: h.clock.now.duration(to: next))
+        await h.process()
+        await h.settleAndProcess()
+        #expect(lines.withLock { $0.contains { $0.level == .error && $0.text.contains("Read-only") } },
+                "a read-only mirror's failures went to debug behind the full episode")
     }
 
     @Test("as run copies (no retry at once), a file that changes while it is copied waits for the settle, then is copied whole; no error, no backoff")
@@ -721,6 +732,69 @@ struct SyncManagerTests {
         #expect(h.mirror.node(busy)?.content == Self.b("version 2, written during the copy"))
         #expect(h.installs == installs + 2 && writes.withLock { $0 } == 2)
         h.expectMirrorEqualsSource()
+    }
+
+    @Test("a file that changes during every copy is settled again three times, then shown as failing and retried with backoff, not copied every settle")
+    func neverStableFileFailsAfterThreeSettles() async {
+        let h = ManagerHarness(changedCopyRetries: 0)
+        await h.fullSync()
+        let busy = Self.p("busy")
+        let source = h.source, writes = Mutex(0)
+        h.failMirror { op, path in
+            if op == .install, path == busy {
+                let n = writes.withLock { n in defer { n += 1 }; return n }
+                source.writeFile(busy, Self.b("version \(n + 2)"))
+            }
+            return nil
+        }
+        h.source.writeFile(busy, Self.b("version 1"))
+        let installs = h.installs
+        await h.receive(.closedAfterWrite(busy))
+        await h.process()
+        for _ in 0..<3 {
+            #expect(await h.manager.snapshot().errors.isEmpty)
+            await h.settleAndProcess()
+        }
+        #expect(h.installs == installs + 4, "\(h.installs - installs) copies")
+        #expect(await h.manager.snapshot().errors[busy]?.contains("changed during copy") == true)
+        // Failing now: its retry waits for the backoff, not for a settle.
+        await h.settleAndProcess()
+        await h.settleAndProcess()
+        #expect(h.installs == installs + 4, "copied again within two settles of failing")
+        h.failMirror(nil)
+        h.clock.advance(by: .seconds(60))
+        await h.process()
+        await h.settleAndProcess()
+        #expect(await h.manager.snapshot().errors.isEmpty)
+        h.expectMirrorEqualsSource()
+    }
+
+    @Test("a close-after-write that comes while a copy is overtaken by its writer has the file copied at once, not after a settle", .timeLimit(.minutes(1)))
+    func closeDuringAnOvertakenCopyIsNotDelayed() async {
+        let held = HeldCopies()
+        let h = ManagerHarness(executor: held.executor, changedCopyRetries: 0)
+        await h.fullSync()
+        let file = Self.p("doc.txt")
+        let source = h.source, writes = Mutex(0)
+        h.failMirror { op, path in
+            if op == .install, path == file, writes.withLock({ n in defer { n += 1 }; return n == 0 }) {
+                source.writeFile(file, Self.b("version 2, the writer's last"))
+            }
+            return nil
+        }
+        h.source.writeFile(file, Self.b("version 1"))
+        await h.receive(.closedAfterWrite(file))
+        await h.process()
+        #expect(held.count == 1)
+        // The writer finishes while the copy runs: its close comes during it.
+        await h.receive(.closedAfterWrite(file))
+        #expect(held.runAll() == 1)
+        #expect(await eventually(every: .zero) { await h.manager.nextDeadline() != nil }, "not queued again")
+        #expect(await h.manager.nextDeadline() == h.clock.now, "due at once, as its close asks")
+        await h.process()
+        #expect(held.runAll() == 1)
+        #expect(await eventually(every: .zero) { h.mirror.node(file)?.content == Self.b("version 2, the writer's last") })
+        #expect(await h.manager.snapshot().errors.isEmpty)
     }
 
     @Test("a failed path's error goes when the path is deleted")

@@ -117,6 +117,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// the probe's backoff (0.25 s doubling to 5 s).
     var mirrorFailures = 0
     var lastBlockedAt: Duration?
+    /// What blocked the mirror last (`blockMirror`): full or read-only.
+    var blockedCode: KeepSyncError.Code?
+    /// Copies in a row whose source changed during them with no event for it, per path.
+    var changedDuringCopy: [RelativePath: Int] = [:]
     /// While the mirror's host cannot be reached: why, and since when. Nothing is sent
     /// meanwhile; changes wait in `pending` (up to `timing.heldWhileUnreachable` paths, then
     /// `catchUpInFull`), and the probe that reaches it again starts a full pass.

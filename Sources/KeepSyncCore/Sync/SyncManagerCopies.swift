@@ -68,8 +68,13 @@ extension SyncManager {
         }
     }
 
+    /// Copies in a row that a writer no event showed may overtake before the path counts
+    /// as failing (its error shown, retried with backoff, as any other).
+    static var changedCopySettles: Int { 3 }
+
     func copyFinished(_ path: RelativePath, _ result: Result<CopyResult?, any Error>) {
         let changedAgain = inFlight.removeValue(forKey: path) ?? false
+        let changedBefore = changedDuringCopy.removeValue(forKey: path) ?? 0
         switch result {
         case .success(let copied):
             errors[path] = nil
@@ -99,12 +104,17 @@ extension SyncManager {
             } else if let e = error as? KeepSyncError, e.code == .tooLarge {
                 errors[path] = nil
                 engine.skipTooLarge(path, size: current?.size ?? 0)
-            } else if let e = error as? KeepSyncError, e.code == .sourceChanged {
+            } else if let e = error as? KeepSyncError, e.code == .sourceChanged,
+                      changedAgain || pending.contains(path) || changedBefore < Self.changedCopySettles {
                 // A writer is at work: copied once it is done (its close-after-write or a
-                // settle), not at once between two of its writes.
+                // settle), not at once between two of its writes. An event during the copy
+                // queued it already (a close: at once). Overtaken with no event seen (a
+                // writer the watcher cannot see): past a few in a row, the error and backoff below.
+                let seen = changedAgain || pending.contains(path)
+                changedDuringCopy[path] = seen ? nil : changedBefore + 1
                 errors[path] = nil
                 logger.debug("\(path.escaped): changed during copy; waiting for it to settle")
-                enqueue(path, now: now, immediately: false)
+                if !pending.contains(path) { enqueue(path, now: now, immediately: false) }
             } else if current == nil || current?.kind != .regular {
                 // Vanished or replaced by another kind while copied: its events follow.
                 errors[path] = nil
@@ -114,7 +124,8 @@ extension SyncManager {
                 errors[path] = message
                 // A full or read-only mirror says so once an episode (`blockMirror`'s
                 // warning); its files' failures then go to debug, not again at every probe.
-                if let e = error as? KeepSyncError, Self.blocksMirror(e.code), let last = lastBlockedAt, now - last < .seconds(60) {
+                if let e = error as? KeepSyncError, Self.blocksMirror(e.code), e.code == blockedCode,
+                   let last = lastBlockedAt, now - last < .seconds(60) {
                     logger.debug("\(path.escaped): \(message)")
                 } else {
                     logger.error("\(path.escaped): \(message)")
@@ -123,7 +134,8 @@ extension SyncManager {
             }
         }
         if let parent = path.parent { directoriesToFix.insert(parent) }
-        if changedAgain { enqueue(path, now: now, immediately: false) }
+        // Not over an entry queued during the copy (a close-after-write's, due at once).
+        if changedAgain && !pending.contains(path) { enqueue(path, now: now, immediately: false) }
         if unflushed >= 256 { flushRecords() }
     }
 

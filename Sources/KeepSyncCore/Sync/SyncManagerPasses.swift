@@ -177,6 +177,7 @@ extension SyncManager {
         // do) keeps its long backoff: at most one probe and full pass per 5 s.
         if let last = lastBlockedAt, now - last > .seconds(60) { mirrorFailures = 0 }
         lastBlockedAt = now
+        blockedCode = error.code
         let what = error.code == .noSpace ? "full" : "read-only"
         logger.warning("the mirror is \(what) (\(error.message)); waiting until it takes writes again")
         mirrorProbeAt = now + probeBackoff

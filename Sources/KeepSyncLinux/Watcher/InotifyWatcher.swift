@@ -104,7 +104,8 @@ public final class InotifyWatcher: WatcherProviding {
             session = try InotifySession(watcher: self, generation: generation, excludes: excludes,
                                   continuation: continuation, logger: logger, interval: limitRescanInterval)
         } catch is DirectoryWalker.Stopped {
-            // stop() came while the tree was being walked.
+            // stop() came while the tree was being walked, or the cancellation was set.
+            shared.withLock { if $0.active == generation { $0.active = nil } }
             continuation.finish()
             return stream
         } catch {
