@@ -88,6 +88,22 @@ final class ManagerHarness {
     func failMirror(_ hook: (@Sendable (InMemoryTree.Operation, RelativePath) -> KeepSyncError?)?) {
         mirror.failure.withLock { $0 = hook }
     }
+
+    /// A writer that overtakes copies of `path`: during its install number `n` (from 0),
+    /// the source gets `content(n)`, or is left alone when that is nil. Returns how many
+    /// installs of `path` began.
+    @discardableResult
+    func overtakeCopies(of path: RelativePath, _ content: @escaping @Sendable (Int) -> [UInt8]?) -> @Sendable () -> Int {
+        let installs = Mutex(0)
+        let source = self.source
+        failMirror { op, p in
+            guard op == .install, p == path else { return nil }
+            let n = installs.withLock { n in defer { n += 1 }; return n }
+            if let bytes = content(n) { source.writeFile(path, bytes) }
+            return nil
+        }
+        return { installs.withLock { $0 } }
+    }
 }
 
 /// A copy executor that holds every copy back until the test runs it.

@@ -711,15 +711,8 @@ struct SyncManagerTests {
         let h = ManagerHarness(changedCopyRetries: 0)
         await h.fullSync()
         let busy = Self.p("busy")
-        let writes = Mutex(0)
-        let source = h.source
         // A writer at work: the file changes under the first copy only.
-        h.failMirror { op, path in
-            if op == .install, path == busy, writes.withLock({ n in defer { n += 1 }; return n == 0 }) {
-                source.writeFile(busy, Self.b("version 2, written during the copy"))
-            }
-            return nil
-        }
+        let writes = h.overtakeCopies(of: busy) { $0 == 0 ? Self.b("version 2, written during the copy") : nil }
         h.source.writeFile(busy, Self.b("version 1"))
         let installs = h.installs
         await h.receive(.closedAfterWrite(busy))
@@ -730,7 +723,7 @@ struct SyncManagerTests {
         #expect(await h.manager.snapshot().pending == 1, "it waits again")
         await h.settleAndProcess()
         #expect(h.mirror.node(busy)?.content == Self.b("version 2, written during the copy"))
-        #expect(h.installs == installs + 2 && writes.withLock { $0 } == 2)
+        #expect(h.installs == installs + 2 && writes() == 2)
         h.expectMirrorEqualsSource()
     }
 
@@ -739,14 +732,7 @@ struct SyncManagerTests {
         let h = ManagerHarness(changedCopyRetries: 0)
         await h.fullSync()
         let busy = Self.p("busy")
-        let source = h.source, writes = Mutex(0)
-        h.failMirror { op, path in
-            if op == .install, path == busy {
-                let n = writes.withLock { n in defer { n += 1 }; return n }
-                source.writeFile(busy, Self.b("version \(n + 2)"))
-            }
-            return nil
-        }
+        h.overtakeCopies(of: busy) { Self.b("version \($0 + 2)") }
         h.source.writeFile(busy, Self.b("version 1"))
         let installs = h.installs
         await h.receive(.closedAfterWrite(busy))
@@ -775,13 +761,7 @@ struct SyncManagerTests {
         let h = ManagerHarness(executor: held.executor, changedCopyRetries: 0)
         await h.fullSync()
         let file = Self.p("doc.txt")
-        let source = h.source, writes = Mutex(0)
-        h.failMirror { op, path in
-            if op == .install, path == file, writes.withLock({ n in defer { n += 1 }; return n == 0 }) {
-                source.writeFile(file, Self.b("version 2, the writer's last"))
-            }
-            return nil
-        }
+        h.overtakeCopies(of: file) { $0 == 0 ? Self.b("version 2, the writer's last") : nil }
         h.source.writeFile(file, Self.b("version 1"))
         await h.receive(.closedAfterWrite(file))
         await h.process()

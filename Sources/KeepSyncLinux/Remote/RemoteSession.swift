@@ -367,7 +367,7 @@ public final class RemoteSession: Sendable {
         }
         guard let number else { return child.abandon() }
         let age = warmAge(argv)
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(age.components.seconds * 1000 + age.components.attoseconds / 1_000_000_000_000_000))) { [weak self] in
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(age / .milliseconds(1)))) { [weak self] in
             self?.renewStandby(number)
         }
     }
