@@ -119,7 +119,10 @@ struct HostileInputTests {
         let file = sandbox.source / "in-place.bin"
         let blocks = 128, blockSize = 64 << 10   // 8 MiB
         try Self.writeVersion(file, version: 0, blocks: blocks, blockSize: blockSize, truncate: true)
-        let agent = try await RunCommandTests.start(sandbox)
+        // SPEC's premise: a writer quiet for --settle is done. This one writes a version in
+        // a few milliseconds, but on a loaded 2-core machine its thread was descheduled mid-
+        // version for more than the default 20 ms (twice in .ci/run): 500 ms states the premise.
+        let agent = try await RunCommandTests.start(sandbox, ["--settle", "500"])
         defer { agent.killNow() }
         try await RunCommandTests.expectMirrorConverges(sandbox, agent, "version 0")
 
