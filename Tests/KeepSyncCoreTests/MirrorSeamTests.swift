@@ -458,6 +458,95 @@ struct MirrorSeamTests {
         await manager.stop()
     }
 
+    @Test("on a batching mirror a round's new directories are made in one call: 150 new directories of a burst, not a call each")
+    func roundMakesItsDirectoriesInOneCall() async throws {
+        let source = InMemoryTree(device: 1)
+        source.makeDirectory(Self.p("old"))
+        let mirror = RecordingMirror(batchesEntries: true)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        _ = try engine.fullPass()
+        let clock = ManualClock()
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        var events: [WatchEvent] = []
+        for d in 0..<150 {
+            let dir = Self.p(String(format: "new%03d", d))
+            source.makeDirectory(dir)
+            events.append(.changed(dir))
+            for f in 0..<5 {
+                let file = dir.appending(Array("f\(f)".utf8))
+                source.writeFile(file, Array("bytes \(d)/\(f)".utf8))
+                events.append(.closedAfterWrite(file))
+            }
+        }
+        source.writeFile(Self.p("old/file"), Array("old".utf8))
+        events.append(.closedAfterWrite(Self.p("old/file")))
+        let before = mirror.recorded.count
+        for event in events { await manager.receive(event) }
+        await manager.processDue()
+        await manager.waitForCopies()
+        let round = mirror.recorded.dropFirst(before)
+        let single = round.filter { if case .makeDirectory = $0 { true } else { false } }.count
+        let batches = round.compactMap { if case .makeDirectories(let paths) = $0 { paths.count } else { nil } }
+        #expect(single == 0 && batches == [150], "one-by-one: \(single), batches: \(batches)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
+
+    @Test("a round applies its scans once they hold 8,192 steps: three new directories of 5,000 files, the first two made together, the third alone")
+    func roundScansAreAppliedInBoundedBatches() async throws {
+        let source = InMemoryTree(device: 1)
+        let mirror = RecordingMirror(batchesEntries: true, groupFiles: 2048)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        _ = try engine.fullPass()
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .dispatch(limit: 4))
+        for d in 0..<3 {
+            let dir = Self.p("big\(d)")
+            source.makeDirectory(dir)
+            for f in 0..<5000 { source.writeFile(dir.appending(Array("f\(f)".utf8)), Array("\(d)/\(f)".utf8)) }
+            // A file's event: due at once, its scope the new directory (the mirror lacks it).
+            await manager.receive(.closedAfterWrite(dir.appending(Array("f0".utf8))))
+        }
+        let before = mirror.recorded.count
+        await manager.processDue()
+        await manager.waitForCopies()
+        let round = mirror.recorded.dropFirst(before)
+        let single = round.compactMap { if case .makeDirectory(let path) = $0 { path } else { nil } }
+        let batches = round.compactMap { if case .makeDirectories(let paths) = $0 { paths } else { nil } }
+        #expect(batches == [[Self.p("big0"), Self.p("big1")]] && single == [Self.p("big2")], "batches: \(batches), one-by-one: \(single)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
+
+    @Test("due paths below one missing directory are one scope, scanned once: a new tree's files and subdirectories in one round")
+    func pathsBelowOneNewDirectoryAreOneScope() async throws {
+        let source = InMemoryTree(device: 1)
+        let mirror = RecordingMirror(batchesEntries: true)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        _ = try engine.fullPass()
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .dispatch(limit: 4))
+        source.makeDirectory(Self.p("top"))
+        for sub in ["a", "b", "c"] {
+            source.makeDirectory(Self.p("top/\(sub)"))
+            source.writeFile(Self.p("top/\(sub)/f"), Array(sub.utf8))
+            // Events for the files only: each names a path whose parents the mirror lacks.
+            await manager.receive(.closedAfterWrite(Self.p("top/\(sub)/f")))
+        }
+        let before = mirror.recorded.count
+        await manager.processDue()
+        await manager.waitForCopies()
+        let round = Array(mirror.recorded.dropFirst(before))
+        let made = round.flatMap { call -> [RelativePath] in
+            switch call {
+            case .makeDirectory(let path): [path]
+            case .makeDirectories(let paths): paths
+            default: []
+            }
+        }
+        #expect(made == [Self.p("top"), Self.p("top/a"), Self.p("top/b"), Self.p("top/c")], "made: \(made)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
+
     @Test("a directory whose files are still being copied waits for them without asking the mirror, then is read once")
     func directoryWaitsForItsCopiesWithoutReads() async throws {
         let source = InMemoryTree(device: 1)

@@ -188,6 +188,25 @@ public final class SyncEngine {
         return pass.summary
     }
 
+    /// Applies the scans of a live round, disjoint scopes in path order, each as `apply`
+    /// does with its brake. On a batching mirror the new directories and links each scan
+    /// starts with are made first, all of them in one call each: a remote burst of 150
+    /// new directories made one round trip each before (25 ms apiece, copies held).
+    public func apply(_ scans: [(scan: SyncScan, brake: MassDeleteBrake)], deferCopies: Bool) -> [SyncSummary] {
+        if mirror.batchesEntries && scans.count > 1 {
+            var directories: [(path: RelativePath, mode: UInt32)] = []
+            var links: [(path: RelativePath, target: [UInt8], mtime: Timespec)] = []
+            for (scan, brake) in scans {
+                let stretch = Self.stretch(Self.ordered(scan)[...], PassApplication(brake: brake))
+                directories += stretch.directories
+                links += stretch.links
+            }
+            makeAhead(directories, links)
+        }
+        defer { madeAhead.removeAll() }
+        return scans.map { apply($0.scan, deferCopies: deferCopies, brake: $0.brake) }
+    }
+
     /// What one `apply` or pass starts from: whether copies go to the caller, the first
     /// group's size, no directory left to the caller yet.
     func beginApplying(deferCopies: Bool) {

@@ -54,20 +54,27 @@ extension SyncEngine {
         }
         var i = 0
         while i < steps.count {
-            let end = makeAhead(steps[i...], &pass)
+            let stretch = Self.stretch(steps[i...], pass)
+            makeAhead(stretch.directories.filter { madeAhead[$0.path] == nil }, stretch.links.filter { madeAhead[$0.path] == nil })
+            let end = stretch.end
             stretchFinishes = []
             for step in steps[i..<max(end, i + 1)] { apply(step, &pass) }
-            madeAhead.removeAll()
+            // The stretch's own results go (used or not); other scans' made ahead stay.
+            for d in stretch.directories { madeAhead[d.path] = nil }
+            for l in stretch.links { madeAhead[l.path] = nil }
             if let finishes = stretchFinishes, !finishes.isEmpty { finishAll(finishes, summary: &pass.summary) }
             stretchFinishes = nil
             i = max(end, i + 1)
         }
     }
 
-    /// Makes the new directories, then the links, of the stretch that starts `steps` (see
-    /// `applyAll`), each kind in one call when there are two or more, keeping the results
-    /// for their steps; returns where the stretch ends.
-    private func makeAhead(_ steps: ArraySlice<SyncScan.Step>, _ pass: inout PassApplication) -> Int {
+    /// A stretch's new directories and links.
+    typealias Stretch = (end: Int, directories: [(path: RelativePath, mode: UInt32)],
+                         links: [(path: RelativePath, target: [UInt8], mtime: Timespec)])
+
+    /// The stretch that starts `steps` (see `applyAll`): where it ends, and the new
+    /// directories and links its steps make.
+    static func stretch(_ steps: ArraySlice<SyncScan.Step>, _ pass: PassApplication) -> Stretch {
         var directories: [(path: RelativePath, mode: UInt32)] = []
         var links: [(path: RelativePath, target: [UInt8], mtime: Timespec)] = []
         var end = steps.startIndex
@@ -93,6 +100,13 @@ extension SyncEngine {
             }
             end += 1
         }
+        return (end, directories, links)
+    }
+
+    /// Makes `directories`, then `links`, each kind in one call when there are two or
+    /// more, keeping the results for their steps (`madeAhead`).
+    func makeAhead(_ directories: [(path: RelativePath, mode: UInt32)],
+                   _ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) {
         // Links go after the directories they may sit in: those are made first.
         if !directories.isEmpty && (directories.count > 1 || links.count > 1) {
             for (d, result) in zip(directories, mirror.makeDirectories(directories)) { madeAhead[d.path] = result }
@@ -100,7 +114,6 @@ extension SyncEngine {
         if links.count > 1 {
             for (l, result) in zip(links, mirror.makeSymlinks(links)) { madeAhead[l.path] = result }
         }
-        return end
     }
 
     /// Applies one step: errors per path, a directory's finish after the copies before it.

@@ -77,6 +77,10 @@ extension SyncManager {
             return finishRound()
         }
         defer { mirror.endReads() }
+        // The scopes are all scanned before any is applied (up to `roundScanSteps`), so a
+        // batching mirror makes their new directories in one call.
+        var scans: [ScopeScan] = [], steps = 0
+        var scopes: Set<RelativePath> = []
         for path in due {
             // A due directory's scan covers the due paths below it.
             if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }
@@ -86,9 +90,31 @@ extension SyncManager {
                 if inFlight[path] != nil { inFlight[path] = true }
                 continue
             }
-            process(path, liveRemovals: liveRemovals)
             last = path
+            let scope = nearestMirrorScope(path)
+            if scope.isRoot {
+                // The whole tree: a full pass, with its root check, after the scopes before it.
+                applyScans(scans)
+                scans = []
+                steps = 0
+                fullResync(exempt: Set(liveRemovals))
+                continue
+            }
+            // Within a scope already scanned (the mirror lacked its parent too): covered.
+            var above: RelativePath? = scope
+            while let a = above, !scopes.contains(a) { above = a.parent }
+            if above != nil { continue }
+            scopes.insert(scope)
+            guard let scan = scanScope(scope, liveRemovals: liveRemovals) else { continue }
+            scans.append(scan)
+            steps += scan.scan.steps.count
+            if steps >= Self.roundScanSteps {
+                applyScans(scans)
+                scans = []
+                steps = 0
+            }
         }
+        applyScans(scans)
         logger.debug("round: \(due.count) due (\(due[0].escaped)), \(copyQueue.count) copies queued, \(inFlight.count) in flight, \(Self.seconds(now - start))")
         finishRound()
     }
@@ -238,11 +264,21 @@ extension SyncManager {
         fullResyncRequested = true
     }
 
-    /// One path (and, for a directory, what is below it), with deletions not braked.
-    func process(_ path: RelativePath, liveRemovals: [RelativePath] = []) {
-        let scope = nearestMirrorScope(path)
-        // The whole tree: a full pass, with its root check.
-        if scope.isRoot { return fullResync(exempt: Set(liveRemovals)) }
+    /// A due scope's scan and the brake its deletions answer to, kept until the round
+    /// applies it (`applyScans`).
+    struct ScopeScan {
+        let scope: RelativePath
+        let brake: MassDeleteBrake
+        let scan: SyncScan
+    }
+
+    /// The most steps a round's scans hold before they are applied: its memory stays
+    /// bounded when one round meets many big new directories.
+    static var roundScanSteps: Int { 8192 }
+
+    /// Scans `scope` (never the root); nil when it cannot be, its error handled: the
+    /// scope waits for its host, or for the source to settle, or is retried later.
+    func scanScope(_ scope: RelativePath, liveRemovals: [RelativePath]) -> ScopeScan? {
         // Deletions seen live by inotify are not braked: a path that is gone, and the
         // removal events at or below the scope. Deletions a scan of an existing
         // directory infers on its own are, like a full pass's.
@@ -251,20 +287,7 @@ extension SyncManager {
         do {
             let scan = try engine.scan(scope)
             hardLinks.known.formUnion(scan.hardLinked)
-            noteLinkedNamesGoing(scan)
-            let summary = engine.apply(scan, deferCopies: true, brake: brake)
-            noteLinkedChanges(scan)
-            let queuedAgain = Set(summary.deferredCopies)
-            for key in errors.keys where key.isWithin(scope) && !queuedAgain.contains(key) { errors[key] = nil }
-            clearFailures(within: scope, except: summary.deferredCopies)
-            if summary.heldDeletes > 0 {
-                heldDeletes = summary.heldDeletes
-                logger.warning("held \(summary.heldDeletes) deletions below \(scope.escaped): more than \(brake.maxDeletePercent)% of its entries")
-            }
-            note(summary)
-            for copy in summary.deferredCopies { queueCopy(copy) }
-            directoriesToFix.formUnion(summary.deferredFinishes)
-            if let parent = scope.parent { directoriesToFix.insert(parent) }
+            return ScopeScan(scope: scope, brake: brake, scan: scan)
         } catch let error as KeepSyncError where error.code == .unreachable {
             enqueue(scope, now: now, immediately: false)
             blockMirror(error)
@@ -278,6 +301,29 @@ extension SyncManager {
                 logger.error("\(scope.escaped): \(error)")
                 scheduleRetry(scope, error)
             }
+        }
+        return nil
+    }
+
+    /// Applies a round's scans (disjoint scopes, in path order) and queues their copies.
+    func applyScans(_ scans: [ScopeScan]) {
+        guard !scans.isEmpty else { return }
+        for s in scans { noteLinkedNamesGoing(s.scan) }
+        let summaries = engine.apply(scans.map { ($0.scan, $0.brake) }, deferCopies: true)
+        for (s, summary) in zip(scans, summaries) {
+            let scope = s.scope
+            noteLinkedChanges(s.scan)
+            let queuedAgain = Set(summary.deferredCopies)
+            for key in errors.keys where key.isWithin(scope) && !queuedAgain.contains(key) { errors[key] = nil }
+            clearFailures(within: scope, except: summary.deferredCopies)
+            if summary.heldDeletes > 0 {
+                heldDeletes = summary.heldDeletes
+                logger.warning("held \(summary.heldDeletes) deletions below \(scope.escaped): more than \(s.brake.maxDeletePercent)% of its entries")
+            }
+            note(summary)
+            for copy in summary.deferredCopies { queueCopy(copy) }
+            directoriesToFix.formUnion(summary.deferredFinishes)
+            if let parent = scope.parent { directoriesToFix.insert(parent) }
         }
         startCopies()
     }
