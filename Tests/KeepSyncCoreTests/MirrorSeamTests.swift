@@ -9,6 +9,13 @@ import Testing
 /// batch-level mirror of the test's own sees every change as one of its calls.
 @Suite("MirrorProviding")
 struct MirrorSeamTests {
+    /// Limits of a mirror whose names ignore ASCII case.
+    static let folding: MirrorLimits = {
+        var limits = MirrorLimits()
+        limits.foldsCase = true
+        return limits
+    }()
+
     /// A call the seam received.
     enum Call: Equatable {
         case install([RelativePath])
@@ -56,8 +63,9 @@ struct MirrorSeamTests {
         let firstGroupFiles: Int
 
         init(readDelay: Duration = .zero, concurrentGroups: Int = 2, batchesEntries: Bool = false,
-             groupFiles: Int = 256, firstGroupFiles: Int? = nil) {
+             groupFiles: Int = 256, firstGroupFiles: Int? = nil, foldsCase: Bool = false) {
             inner = LocalMirror(tree)
+            self.foldsCase = foldsCase
             self.groupFiles = groupFiles
             self.firstGroupFiles = firstGroupFiles ?? groupFiles
             self.readDelay = readDelay
@@ -68,7 +76,29 @@ struct MirrorSeamTests {
         var recorded: [Call] { calls.withLock { $0 } }
         func note(_ call: Call) { calls.withLock { $0.append(call) } }
 
-        func stat(_ path: RelativePath) throws -> FileStat? { try inner.stat(path) }
+        /// Whether names ignore ASCII case, as on exFAT: `stat`, `remove` and `rename`
+        /// find an entry under any case of its name.
+        let foldsCase: Bool
+
+        /// The entry `path` names under folding: each component as stored.
+        func stored(_ path: RelativePath) -> RelativePath {
+            guard foldsCase else { return path }
+            var out = RelativePath.root
+            for component in path.components {
+                let key = MirrorSeamTests.folding.caseKey(component)
+                let match = (try? inner.list(out))?.first { MirrorSeamTests.folding.caseKey($0.name) == key }
+                out = out.appending(match?.name ?? component)
+            }
+            return out
+        }
+
+        /// What `stat` of a path throws (nil: nothing), as a remote's would once its host is gone.
+        let statFailure = Mutex<(@Sendable (RelativePath) -> KeepSyncError?)?>(nil)
+
+        func stat(_ path: RelativePath) throws -> FileStat? {
+            if let hook = statFailure.withLock({ $0 }), let error = hook(path) { throw error }
+            return try inner.stat(stored(path))
+        }
         func list(_ directory: RelativePath) throws -> [DirectoryEntry] { try inner.list(directory) }
         func readLink(_ path: RelativePath) throws -> [UInt8] { try inner.readLink(path) }
         func open(_ path: RelativePath) throws -> any SourceFile { try inner.open(path) }
@@ -91,11 +121,12 @@ struct MirrorSeamTests {
         }
         func remove(_ path: RelativePath) throws {
             note(.remove(path))
-            try inner.remove(path)
+            try inner.remove(stored(path))
         }
         func rename(_ from: RelativePath, to: RelativePath) throws {
             note(.rename(from, to))
-            try inner.rename(from, to: to)
+            let target = stored(to) == stored(from) ? to : stored(to)
+            try inner.rename(stored(from), to: target)
         }
         func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
             note(.setAttributes(path))
@@ -543,6 +574,70 @@ struct MirrorSeamTests {
             }
         }
         #expect(made == [Self.p("top"), Self.p("top/a"), Self.p("top/b"), Self.p("top/c")], "made: \(made)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
+
+    @Test("on a mirror that folds case both names of a case-only rename due in one round: the rename is applied before the old name is looked at, which then removes nothing")
+    func caseOnlyRenameInOneRoundOnAFoldingMirror() async throws {
+        let source = InMemoryTree(device: 1)
+        source.writeFile(Self.p("photo.jpg"), Array("pixels".utf8))
+        let mirror = RecordingMirror(foldsCase: true)
+        var records = RecordSet()
+        records.mirror = MirrorRoot(identity: FileIdentity(device: 2, inode: 1), fileSystem: [], limits: Self.folding)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: records, options: SyncOptions())
+        _ = try engine.fullPass()
+        try source.rename(Self.p("photo.jpg"), to: Self.p("Photo.JPG"))
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .dispatch(limit: 4))
+        // Not a live rename (say the old name was still settling): both names come due.
+        await manager.receive(.closedAfterWrite(Self.p("Photo.JPG")))
+        await manager.receive(.closedAfterWrite(Self.p("photo.jpg")))
+        let before = mirror.recorded.count
+        await manager.processDue()
+        await manager.waitForCopies()
+        let round = Array(mirror.recorded.dropFirst(before))
+        #expect(round.first == .rename(Self.p("photo.jpg"), Self.p("Photo.JPG")), "\(round)")
+        // On a real mirror that folds case, removing `photo.jpg` after the rename removes `Photo.JPG`.
+        #expect(!round.contains { if case .remove = $0 { true } else { false } }, "\(round)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
+
+    @Test("the host lost in the middle of a round: the scopes scanned before are not applied to it, they wait with the rest and land once it is back",
+          .timeLimit(.minutes(1)))
+    func hostLostMidRound() async throws {
+        let source = InMemoryTree(device: 1)
+        for d in ["a", "b", "c"] { source.makeDirectory(Self.p(d)) }
+        let mirror = RecordingMirror(batchesEntries: true)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        _ = try engine.fullPass()
+        let clock = ManualClock()
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        for d in ["a", "b", "c"] { source.writeFile(Self.p("\(d)/new"), Array(d.utf8)) }
+        // Gone when the round looks at `b/new`, after it scanned `a/new`.
+        mirror.statFailure.withLock { $0 = { path in path == Self.p("b/new") ? KeepSyncError(.unreachable, "mirror.example: unreachable", path: path) : nil } }
+        for d in ["a", "b", "c"] { await manager.receive(.closedAfterWrite(Self.p("\(d)/new"))) }
+        let before = mirror.recorded.count
+        await manager.processDue()
+        await manager.waitForCopies()
+        // Calls with nothing in them ask the host nothing.
+        let round = mirror.recorded.dropFirst(before).filter { call in
+            switch call {
+            case .statEach(let paths), .setAttributesAll(let paths): !paths.isEmpty
+            default: true
+            }
+        }
+        #expect(await manager.snapshot().unreachable != nil)
+        #expect(round.isEmpty, "written to a host already lost: \(round)")
+        #expect(await manager.snapshot().pending == 3)
+        mirror.statFailure.withLock { $0 = nil }
+        for _ in 0..<3 {
+            guard let next = await manager.nextDeadline() else { break }
+            clock.advance(by: clock.now.duration(to: next))
+            await manager.processDue()
+            await manager.waitForCopies()
+        }
+        #expect(await manager.snapshot().unreachable == nil)
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
         await manager.stop()
     }

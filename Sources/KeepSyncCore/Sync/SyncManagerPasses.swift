@@ -78,10 +78,21 @@ extension SyncManager {
         }
         defer { mirror.endReads() }
         // The scopes are all scanned before any is applied (up to `roundScanSteps`), so a
-        // batching mirror makes their new directories in one call.
+        // batching mirror makes their new directories in one call. Not where the mirror
+        // folds case: two scopes may name one place there (a case-only rename), and each
+        // scan must see what the one before it changed.
+        let holdsScans = !engine.limits.foldsCase
         var scans: [ScopeScan] = [], steps = 0
         var scopes: Set<RelativePath> = []
-        for path in due {
+        let removals = Set(liveRemovals)
+        for (i, path) in due.enumerated() {
+            if unreachable != nil {
+                // The host went away mid-round: the rest waits for it, scanned scopes too.
+                for s in scans { enqueue(s.scope, now: now, immediately: false) }
+                scans = []
+                for p in due[i...] { enqueue(p, now: now, immediately: false, removal: removals.contains(p)) }
+                break
+            }
             // A due directory's scan covers the due paths below it.
             if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }
             // A file whose copy is queued or under way: that copy takes it (one under way goes
@@ -108,11 +119,15 @@ extension SyncManager {
             guard let scan = scanScope(scope, liveRemovals: liveRemovals) else { continue }
             scans.append(scan)
             steps += scan.scan.steps.count
-            if steps >= Self.roundScanSteps {
+            if !holdsScans || steps >= Self.roundScanSteps {
                 applyScans(scans)
                 scans = []
                 steps = 0
             }
+        }
+        if unreachable != nil {
+            for s in scans { enqueue(s.scope, now: now, immediately: false) }
+            scans = []
         }
         applyScans(scans)
         logger.debug("round: \(due.count) due (\(due[0].escaped)), \(copyQueue.count) copies queued, \(inFlight.count) in flight, \(Self.seconds(now - start))")
