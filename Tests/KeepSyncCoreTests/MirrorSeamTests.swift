@@ -642,6 +642,43 @@ struct MirrorSeamTests {
         await manager.stop()
     }
 
+    @Test("the host lost in the middle of a round keeps the live removals its held scopes covered: a directory removed live is not held by the brake once the host is back",
+          .timeLimit(.minutes(1)))
+    func hostLostMidRoundKeepsLiveRemovals() async throws {
+        let source = InMemoryTree(device: 1)
+        for d in ["a", "a/big", "b"] { source.makeDirectory(Self.p(d)) }
+        for f in 0..<20 { source.writeFile(Self.p("a/big/f\(f)"), Array("\(f)".utf8)) }
+        let mirror = RecordingMirror(batchesEntries: true)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        _ = try engine.fullPass()
+        let clock = ManualClock()
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        // `rm -r a/big` seen live (most of the mirror: the brake holds it when not seen
+        // live), and a change that makes `a` a scope covering it, all due in one round.
+        source.delete(Self.p("a/big"))
+        source.writeFile(Self.p("a/new"), Array("new".utf8))
+        source.writeFile(Self.p("b/new"), Array("new".utf8))
+        for event in [WatchEvent.removed(Self.p("a/big")), .changed(Self.p("a")), .changed(Self.p("b/new"))] {
+            await manager.receive(event)
+        }
+        // Gone when the round looks at `b/new`, after it scanned `a`.
+        mirror.statFailure.withLock { $0 = { path in path == Self.p("b/new") ? KeepSyncError(.unreachable, "mirror.example: unreachable", path: path) : nil } }
+        if let next = await manager.nextDeadline() { clock.advance(by: clock.now.duration(to: next)) }
+        await manager.processDue()
+        #expect(await manager.snapshot().unreachable != nil)
+        #expect(mirror.tree.nodes[Self.p("a/big")] != nil, "applied to a lost host")
+        mirror.statFailure.withLock { $0 = nil }
+        for _ in 0..<6 {
+            guard let next = await manager.nextDeadline() else { break }
+            clock.advance(by: clock.now.duration(to: next))
+            await manager.processDue()
+            await manager.waitForCopies()
+        }
+        #expect(await manager.snapshot().unreachable == nil)
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
+
     @Test("a directory whose files are still being copied waits for them without asking the mirror, then is read once")
     func directoryWaitsForItsCopiesWithoutReads() async throws {
         let source = InMemoryTree(device: 1)

@@ -87,10 +87,8 @@ extension SyncManager {
         let removals = Set(liveRemovals)
         for (i, path) in due.enumerated() {
             if unreachable != nil {
-                // The host went away mid-round: the rest waits for it, scanned scopes too.
-                for s in scans { enqueue(s.scope, now: now, immediately: false) }
+                holdForHost(scans, rest: due[i...], removals: removals)
                 scans = []
-                for p in due[i...] { enqueue(p, now: now, immediately: false, removal: removals.contains(p)) }
                 break
             }
             // A due directory's scan covers the due paths below it.
@@ -108,6 +106,10 @@ extension SyncManager {
                 applyScans(scans)
                 scans = []
                 steps = 0
+                if unreachable != nil {
+                    holdForHost([], rest: due[i...], removals: removals)
+                    break
+                }
                 fullResync(exempt: Set(liveRemovals))
                 continue
             }
@@ -126,7 +128,7 @@ extension SyncManager {
             }
         }
         if unreachable != nil {
-            for s in scans { enqueue(s.scope, now: now, immediately: false) }
+            holdForHost(scans, rest: [], removals: removals)
             scans = []
         }
         applyScans(scans)
@@ -318,6 +320,20 @@ extension SyncManager {
             }
         }
         return nil
+    }
+
+    /// What waits for a host lost mid-round: the scopes scanned and not applied, the live
+    /// removals below them (their brakes' exemptions; the paths were covered by a scope),
+    /// and the due paths not looked at yet.
+    func holdForHost(_ scans: [ScopeScan], rest: ArraySlice<RelativePath>, removals: Set<RelativePath>) {
+        let held = Set(scans.map(\.scope))
+        for s in scans { enqueue(s.scope, now: now, immediately: false) }
+        for removal in removals {
+            var above: RelativePath? = removal
+            while let a = above, !held.contains(a) { above = a.parent }
+            if above != nil { enqueue(removal, now: now, immediately: false, removal: true) }
+        }
+        for p in rest { enqueue(p, now: now, immediately: false, removal: removals.contains(p)) }
     }
 
     /// Applies a round's scans (disjoint scopes, in path order) and queues their copies.
