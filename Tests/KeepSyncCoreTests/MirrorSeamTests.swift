@@ -603,6 +603,22 @@ struct MirrorSeamTests {
         await manager.stop()
     }
 
+    /// From now on a `stat` of `path` fails as it would once the mirror's host is gone.
+    static func loseHost(_ mirror: RecordingMirror, at path: RelativePath) {
+        mirror.statFailure.withLock { $0 = { p in p == path ? KeepSyncError(.unreachable, "mirror.example: unreachable", path: p) : nil } }
+    }
+
+    /// Brings the host back, then runs the manager's next `rounds` deadlines and their copies.
+    static func hostBack(_ mirror: RecordingMirror, _ manager: SyncManager<ManualClock>, _ clock: ManualClock, rounds: Int) async {
+        mirror.statFailure.withLock { $0 = nil }
+        for _ in 0..<rounds {
+            guard let next = await manager.nextDeadline() else { break }
+            clock.advance(by: clock.now.duration(to: next))
+            await manager.processDue()
+            await manager.waitForCopies()
+        }
+    }
+
     @Test("the host lost in the middle of a round: the scopes scanned before are not applied to it, they wait with the rest and land once it is back",
           .timeLimit(.minutes(1)))
     func hostLostMidRound() async throws {
@@ -615,7 +631,7 @@ struct MirrorSeamTests {
         let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
         for d in ["a", "b", "c"] { source.writeFile(Self.p("\(d)/new"), Array(d.utf8)) }
         // Gone when the round looks at `b/new`, after it scanned `a/new`.
-        mirror.statFailure.withLock { $0 = { path in path == Self.p("b/new") ? KeepSyncError(.unreachable, "mirror.example: unreachable", path: path) : nil } }
+        Self.loseHost(mirror, at: Self.p("b/new"))
         for d in ["a", "b", "c"] { await manager.receive(.closedAfterWrite(Self.p("\(d)/new"))) }
         let before = mirror.recorded.count
         await manager.processDue()
@@ -630,13 +646,7 @@ struct MirrorSeamTests {
         #expect(await manager.snapshot().unreachable != nil)
         #expect(round.isEmpty, "written to a host already lost: \(round)")
         #expect(await manager.snapshot().pending == 3)
-        mirror.statFailure.withLock { $0 = nil }
-        for _ in 0..<3 {
-            guard let next = await manager.nextDeadline() else { break }
-            clock.advance(by: clock.now.duration(to: next))
-            await manager.processDue()
-            await manager.waitForCopies()
-        }
+        await Self.hostBack(mirror, manager, clock, rounds: 3)
         #expect(await manager.snapshot().unreachable == nil)
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
         await manager.stop()
@@ -662,18 +672,12 @@ struct MirrorSeamTests {
             await manager.receive(event)
         }
         // Gone when the round looks at `b/new`, after it scanned `a`.
-        mirror.statFailure.withLock { $0 = { path in path == Self.p("b/new") ? KeepSyncError(.unreachable, "mirror.example: unreachable", path: path) : nil } }
+        Self.loseHost(mirror, at: Self.p("b/new"))
         if let next = await manager.nextDeadline() { clock.advance(by: clock.now.duration(to: next)) }
         await manager.processDue()
         #expect(await manager.snapshot().unreachable != nil)
         #expect(mirror.tree.nodes[Self.p("a/big")] != nil, "applied to a lost host")
-        mirror.statFailure.withLock { $0 = nil }
-        for _ in 0..<6 {
-            guard let next = await manager.nextDeadline() else { break }
-            clock.advance(by: clock.now.duration(to: next))
-            await manager.processDue()
-            await manager.waitForCopies()
-        }
+        await Self.hostBack(mirror, manager, clock, rounds: 6)
         #expect(await manager.snapshot().unreachable == nil)
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
         await manager.stop()
