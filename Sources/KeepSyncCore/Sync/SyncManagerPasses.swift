@@ -85,6 +85,11 @@ extension SyncManager {
         var scans: [ScopeScan] = [], steps = 0
         var scopes: Set<RelativePath> = []
         let removals = Set(liveRemovals)
+        func applyHeld() {
+            applyScans(scans)
+            scans = []
+            steps = 0
+        }
         for (i, path) in due.enumerated() {
             if unreachable != nil {
                 holdForHost(scans, rest: due[i...], removals: removals)
@@ -103,9 +108,7 @@ extension SyncManager {
             let scope = nearestMirrorScope(path)
             if scope.isRoot {
                 // The whole tree: a full pass, with its root check, after the scopes before it.
-                applyScans(scans)
-                scans = []
-                steps = 0
+                applyHeld()
                 if unreachable != nil {
                     holdForHost([], rest: due[i...], removals: removals)
                     break
@@ -114,24 +117,18 @@ extension SyncManager {
                 continue
             }
             // Within a scope already scanned (the mirror lacked its parent too): covered.
-            var above: RelativePath? = scope
-            while let a = above, !scopes.contains(a) { above = a.parent }
-            if above != nil { continue }
+            if scope.isWithin(anyOf: scopes) { continue }
             scopes.insert(scope)
             guard let scan = scanScope(scope, liveRemovals: liveRemovals) else { continue }
             scans.append(scan)
             steps += scan.scan.steps.count
-            if !holdsScans || steps >= Self.roundScanSteps {
-                applyScans(scans)
-                scans = []
-                steps = 0
-            }
+            if !holdsScans || steps >= Self.roundScanSteps { applyHeld() }
         }
         if unreachable != nil {
             holdForHost(scans, rest: [], removals: removals)
             scans = []
         }
-        applyScans(scans)
+        applyHeld()
         logger.debug("round: \(due.count) due (\(due[0].escaped)), \(copyQueue.count) copies queued, \(inFlight.count) in flight, \(Self.seconds(now - start))")
         finishRound()
     }
@@ -328,10 +325,8 @@ extension SyncManager {
     func holdForHost(_ scans: [ScopeScan], rest: ArraySlice<RelativePath>, removals: Set<RelativePath>) {
         let held = Set(scans.map(\.scope))
         for s in scans { enqueue(s.scope, now: now, immediately: false) }
-        for removal in removals {
-            var above: RelativePath? = removal
-            while let a = above, !held.contains(a) { above = a.parent }
-            if above != nil { enqueue(removal, now: now, immediately: false, removal: true) }
+        for removal in removals where removal.isWithin(anyOf: held) {
+            enqueue(removal, now: now, immediately: false, removal: true)
         }
         for p in rest { enqueue(p, now: now, immediately: false, removal: removals.contains(p)) }
     }

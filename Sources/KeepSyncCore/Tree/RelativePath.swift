@@ -61,6 +61,16 @@ public struct RelativePath: Hashable, Comparable, Sendable {
     /// Number of components.
     public var depth: Int { bytes.isEmpty ? 0 : bytes.reduce(1) { $1 == 0x2F ? $0 + 1 : $0 } }
 
+    /// True when this path or one of its ancestors is in `paths` (a lookup per level).
+    public func isWithin(anyOf paths: Set<RelativePath>) -> Bool {
+        var next: RelativePath? = self
+        while let p = next {
+            if paths.contains(p) { return true }
+            next = p.parent
+        }
+        return false
+    }
+
     /// True when this path is `other` or lies below it.
     public func isWithin(_ other: RelativePath) -> Bool {
         let n = other.bytes.count
