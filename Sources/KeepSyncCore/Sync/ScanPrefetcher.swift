@@ -40,7 +40,7 @@ final class ScanPrefetcher: Sendable {
     let source: any FileSystemProviding
     let mirror: any FileSystemProviding
     let excludes: ExcludeMatcher
-    let state = Mutex(State())
+    let state = SleepingLock(State())
     /// One signal per job pushed (and `width` more on stop).
     let available = DispatchSemaphore(value: 0)
     /// Free places for finished, not yet taken listings.

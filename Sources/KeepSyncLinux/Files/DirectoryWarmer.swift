@@ -9,7 +9,7 @@ import Synchronization
 /// disk now rather than by the scan after. Reads only; never follows a link; stops when
 /// told.
 final class DirectoryWarmer: Sendable {
-    private let stack: Mutex<(pending: [[UInt8]], busy: Int)>
+    private let stack: SleepingLock<(pending: [[UInt8]], busy: Int)>
     private let wake = DispatchSemaphore(value: 0)
     private let group = DispatchGroup()
     private let width: Int
@@ -34,7 +34,7 @@ final class DirectoryWarmer: Sendable {
         self.lookUp = lookUp
         self.excludes = excludes
         self.width = width
-        stack = Mutex(([[]], 0))
+        stack = SleepingLock(([[]], 0))
         wake.signal()
         for i in 0..<width {
             DispatchQueue(label: "keepsync.warm.\(i)").async(group: group) { self.work() }
