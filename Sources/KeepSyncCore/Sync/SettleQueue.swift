@@ -38,6 +38,9 @@ struct SettleQueue {
     /// True when `path` waits.
     func contains(_ path: RelativePath) -> Bool { entries[path] != nil }
 
+    /// The waiting paths that carry a live removal.
+    var removals: Set<RelativePath> { Set(entries.filter(\.value.removal).keys) }
+
     /// Queues an event on `path`: due after the settle time (now, when `immediately`),
     /// never later than the max delay after its first event.
     mutating func add(_ path: RelativePath, now: Duration, immediately: Bool, removal: Bool = false) {

@@ -39,7 +39,9 @@ extension SyncManager {
         let verify = !fullResyncRequested && verifyAt.map { $0 <= start } == true
         if fullResyncRequested || verify {
             fullResyncRequested = false
-            fullResync(label: verify ? "verify" : "full pass")
+            // Removals seen live and still waiting (the host was away, or their settle) are
+            // not held by this pass's brake either.
+            fullResync(exempt: pending.removals, label: verify ? "verify" : "full pass")
         }
         var (due, liveRemovals) = pending.takeDue(now: now)
         // Copies still running below a path would race its scan (a removal): it waits for
