@@ -94,6 +94,8 @@ struct MirrorSeamTests {
 
         /// What `stat` of a path throws (nil: nothing), as a remote's would once its host is gone.
         let statFailure = Mutex<(@Sendable (RelativePath) -> KeepSyncError?)?>(nil)
+        /// What `remove` of a path throws (nil: nothing).
+        let removeFailure = Mutex<(@Sendable (RelativePath) -> KeepSyncError?)?>(nil)
 
         func stat(_ path: RelativePath) throws -> FileStat? {
             if let hook = statFailure.withLock({ $0 }), let error = hook(path) { throw error }
@@ -121,6 +123,7 @@ struct MirrorSeamTests {
         }
         func remove(_ path: RelativePath) throws {
             note(.remove(path))
+            if let hook = removeFailure.withLock({ $0 }), let error = hook(path) { throw error }
             try inner.remove(stored(path))
         }
         func rename(_ from: RelativePath, to: RelativePath) throws {
@@ -603,14 +606,19 @@ struct MirrorSeamTests {
         await manager.stop()
     }
 
-    /// From now on a `stat` of `path` fails as it would once the mirror's host is gone.
-    static func loseHost(_ mirror: RecordingMirror, at path: RelativePath) {
-        mirror.statFailure.withLock { $0 = { p in p == path ? KeepSyncError(.unreachable, "mirror.example: unreachable", path: p) : nil } }
+    /// From now on a `stat` of `path` (`removing`: its `remove`) fails as it would once
+    /// the mirror's host is gone.
+    static func loseHost(_ mirror: RecordingMirror, at path: RelativePath, removing: Bool = false) {
+        let hook: @Sendable (RelativePath) -> KeepSyncError? = { p in
+            p == path ? KeepSyncError(.unreachable, "mirror.example: unreachable", path: p) : nil
+        }
+        if removing { mirror.removeFailure.withLock { $0 = hook } } else { mirror.statFailure.withLock { $0 = hook } }
     }
 
     /// Brings the host back, then runs the manager's next `rounds` deadlines and their copies.
     static func hostBack(_ mirror: RecordingMirror, _ manager: SyncManager<ManualClock>, _ clock: ManualClock, rounds: Int) async {
         mirror.statFailure.withLock { $0 = nil }
+        mirror.removeFailure.withLock { $0 = nil }
         for _ in 0..<rounds {
             guard let next = await manager.nextDeadline() else { break }
             clock.advance(by: clock.now.duration(to: next))
@@ -653,11 +661,14 @@ struct MirrorSeamTests {
     }
 
     /// Lost at `b/new`: after the round scanned `a`, held with its live removal. Lost at
-    /// `a`: while scanning it; the live removal waits, and the full pass on the host's
-    /// return must not hold it (it did, and warned, before).
+    /// `a`: while scanning it. With only the removal due, lost while scanning `a/big`, or
+    /// while removing it. Each time the live removal waits as one, and the full pass on
+    /// the host's return must not hold it (it did, and warned, before).
     @Test("the host lost in the middle of a round keeps the live removals: a directory removed live is not held by the brake once the host is back",
-          .timeLimit(.minutes(1)), arguments: ["b/new", "a"])
+          .timeLimit(.minutes(1)), arguments: ["b/new", "a", "a/big", "remove a/big"])
     func hostLostMidRoundKeepsLiveRemovals(lostAt: String) async throws {
+        let removing = lostAt.hasPrefix("remove ")
+        let lost = Self.p(removing ? String(lostAt.dropFirst(7)) : lostAt)
         let source = InMemoryTree(device: 1)
         for d in ["a", "a/big", "b"] { source.makeDirectory(Self.p(d)) }
         for f in 0..<20 { source.writeFile(Self.p("a/big/f\(f)"), Array("\(f)".utf8)) }
@@ -671,10 +682,10 @@ struct MirrorSeamTests {
         source.delete(Self.p("a/big"))
         source.writeFile(Self.p("a/new"), Array("new".utf8))
         source.writeFile(Self.p("b/new"), Array("new".utf8))
-        for event in [WatchEvent.removed(Self.p("a/big")), .changed(Self.p("a")), .changed(Self.p("b/new"))] {
-            await manager.receive(event)
-        }
-        Self.loseHost(mirror, at: Self.p(lostAt))
+        let events = lost == Self.p("a/big") ? [WatchEvent.removed(lost)]
+            : [WatchEvent.removed(Self.p("a/big")), .changed(Self.p("a")), .changed(Self.p("b/new"))]
+        for event in events { await manager.receive(event) }
+        Self.loseHost(mirror, at: lost, removing: removing)
         if let next = await manager.nextDeadline() { clock.advance(by: clock.now.duration(to: next)) }
         await manager.processDue()
         #expect(await manager.snapshot().unreachable != nil)

@@ -306,6 +306,10 @@ extension SyncManager {
             return ScopeScan(scope: scope, brake: brake, scan: scan)
         } catch let error as KeepSyncError where error.code == .unreachable {
             enqueue(scope, now: now, immediately: false)
+            // Its live removals wait as removals (the brake's exemption).
+            for removal in liveRemovals where removal.isWithin(scope) {
+                enqueue(removal, now: now, immediately: false, removal: true)
+            }
             blockMirror(error)
         } catch {
             if (try? source.stat(scope)) ?? nil == nil || (error as? KeepSyncError)?.code == .notFound {
@@ -347,6 +351,13 @@ extension SyncManager {
             if summary.heldDeletes > 0 {
                 heldDeletes = summary.heldDeletes
                 logger.warning("held \(summary.heldDeletes) deletions below \(scope.escaped): more than \(s.brake.maxDeletePercent)% of its entries")
+            }
+            // A deletion the brake passed (seen live, or its scope gone) that the host's loss
+            // stopped waits as a removal, not as a path a full pass would brake.
+            for e in summary.errors where e.code == .unreachable {
+                if let path = e.path, s.brake.lifted || s.brake.exempt.contains(path) {
+                    enqueue(path, now: now, immediately: false, removal: true)
+                }
             }
             note(summary)
             for copy in summary.deferredCopies { queueCopy(copy) }
