@@ -7,7 +7,7 @@ import Testing
 /// `SleepingLock`: the lock the cold start's readers share (issue 17).
 @Suite("SleepingLock")
 struct SleepingLockTests {
-    @Test("bodies never overlap and no update is lost, with more threads than cores")
+    @Test("bodies never overlap and no update is lost, with more threads than cores", .timeLimit(.minutes(1)))
     func excludes() {
         let threads = 8, rounds = 20_000
         let lock = SleepingLock((count: 0, inside: false))
@@ -29,7 +29,7 @@ struct SleepingLockTests {
         #expect(lock.withLock { $0.count } == threads * rounds)
     }
 
-    @Test("a throwing body releases the lock")
+    @Test("a throwing body releases the lock", .timeLimit(.minutes(1)))
     func throwingBodyReleases() {
         struct Failure: Error {}
         let lock = SleepingLock(0)

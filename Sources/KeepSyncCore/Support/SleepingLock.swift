@@ -5,7 +5,7 @@ import Dispatch
 /// cold start): there `Mutex` spins while the holder waits for a core, and its
 /// priority-inheritance futex costs a trip through the kernel's rt_mutex; on 2 cores the
 /// spinning alone took a fifth of a cold start's CPU.
-public final class SleepingLock<Value>: @unchecked Sendable {
+public final class SleepingLock<Value: Sendable>: @unchecked Sendable {
     private var value: Value
     private let gate = DispatchSemaphore(value: 0)
 
