@@ -160,6 +160,10 @@ public final class RemoteSession: Sendable {
     private let state = Mutex(State())
     /// Serializes opening and closing the master.
     private let opening = Mutex(())
+    /// Where warm rsyncs' renewals fire: a queue of its own (a thread when it needs one),
+    /// not the global pool, which a busy pass keeps full (a renewal due after 1 s fired
+    /// after more than 4 s while other work filled both cores, and its rsync ended idle).
+    private let renewals = DispatchQueue(label: "keepsync.remote.renewals")
 
     /// A session to `destination` through `ssh` (the user's ssh words, e.g. `["ssh", "-p",
     /// "2222"]`). Connects lazily, on the first call.
@@ -367,7 +371,7 @@ public final class RemoteSession: Sendable {
         }
         guard let number else { return child.abandon() }
         let age = warmAge(argv)
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(age / .milliseconds(1)))) { [weak self] in
+        renewals.asyncAfter(deadline: .now() + .milliseconds(Int(age / .milliseconds(1)))) { [weak self] in
             self?.renewStandby(number)
         }
     }
