@@ -477,6 +477,43 @@ struct SyncManagerTests {
         #expect(kept == 15, "deletions held by the brake were applied because of an unrelated live removal")
     }
 
+    @Test("the held count follows what is held: the scopes of one round add up, a scope scanned again with nothing to hold drops its share, a full pass sets it anew")
+    func heldCountFollowsTheHolds() async {
+        let h = ManagerHarness()
+        for d in ["a", "b"] {
+            h.source.makeDirectory(Self.p(d))
+            for i in 0..<20 { h.source.writeFile(Self.p("\(d)/f\(i)"), Self.b("\(i)")) }
+        }
+        await h.fullSync()
+        // 15 of 20 gone in each, unseen (no removal events); a change in each makes it a scope.
+        for d in ["a", "b"] {
+            for i in 0..<15 { h.source.delete(Self.p("\(d)/f\(i)")) }
+            h.source.writeFile(Self.p("\(d)/new"), Self.b("new"))
+            await h.receive(.changed(Self.p("\(d)/new")), .changed(Self.p(d)))
+        }
+        await h.settleAndProcess()
+        #expect(h.mirror.node(Self.p("a/f0")) != nil && h.mirror.node(Self.p("b/f0")) != nil, "the brake held nothing")
+        #expect(await h.manager.snapshot().heldDeletes == 30)
+
+        // The files of `a`, then of `b`, come back: nothing held there any more.
+        for (d, left) in [("a", 15), ("b", 0)] {
+            for i in 0..<15 { h.source.writeFile(Self.p("\(d)/f\(i)"), Self.b("\(i)")) }
+            await h.receive(.changed(Self.p(d)))
+            await h.settleAndProcess()
+            #expect(await h.manager.snapshot().heldDeletes == left, "after \(d) came back")
+        }
+        h.expectMirrorEqualsSource()
+
+        // A full pass sets the count whole: 15 of 43 entries go, below the threshold.
+        for i in 0..<15 { h.source.delete(Self.p("b/f\(i)")) }
+        await h.receive(.changed(Self.p("b")))
+        await h.settleAndProcess()
+        #expect(await h.manager.snapshot().heldDeletes == 15)
+        await h.fullSync()
+        #expect(await h.manager.snapshot().heldDeletes == 0)
+        h.expectMirrorEqualsSource()
+    }
+
     @Test("with deletions off, a removed path stays in the mirror and a rename still moves it")
     func noDelete() async throws {
         let h = ManagerHarness(options: SyncOptions(deleteEnabled: false))

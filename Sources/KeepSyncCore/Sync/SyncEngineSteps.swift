@@ -136,6 +136,7 @@ extension SyncEngine {
             if pass.isBlocked(path) { return }
             if pass.hold && pass.brake.holds(path, actions: actions) {
                 pass.summary.heldDeletes += removedEntries
+                pass.summary.heldByDirectory[path.parent ?? .root, default: 0] += removedEntries
                 if state.source?.kind == .directory { pass.blocked.append(path) }
                 return
             }

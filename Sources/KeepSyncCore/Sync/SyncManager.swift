@@ -133,7 +133,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var directoriesToFix: Set<RelativePath> = []
     /// Hard-linked files changed whose other names are to be looked at.
     var hardLinks = HardLinkTracker()
-    var heldDeletes = 0
+    /// Deletions the brake holds, by the directory whose entries they are: a scan of a
+    /// scope replaces what is below it, a full pass all of it.
+    var held: [RelativePath: Int] = [:]
+    var heldDeletes: Int { held.values.reduce(0, +) }
     var fullPasses = 0
     var resyncing = false
     /// When the last full pass ended: the periodic verify counts from there.

@@ -156,7 +156,7 @@ extension SyncManager {
             hardLinks.known = scan.hardLinked
             passPlanned = scan.plannedCopies
             passCopied = (0, 0)
-            heldDeletes = summary.heldDeletes
+            held = summary.heldByDirectory
             if summary.heldDeletes > 0 {
                 logger.warning("held \(summary.heldDeletes) deletions: more than \(options.maxDeletePercent)% of the mirror's \(scan.mirrorEntries) entries; send SIGUSR1 after checking, or restart with --allow-mass-delete")
             }
@@ -348,8 +348,8 @@ extension SyncManager {
             let queuedAgain = Set(summary.deferredCopies)
             for key in errors.keys where key.isWithin(scope) && !queuedAgain.contains(key) { errors[key] = nil }
             clearFailures(within: scope, except: summary.deferredCopies)
+            held = held.filter { !$0.key.isWithin(scope) }.merging(summary.heldByDirectory, uniquingKeysWith: +)
             if summary.heldDeletes > 0 {
-                heldDeletes = summary.heldDeletes
                 logger.warning("held \(summary.heldDeletes) deletions below \(scope.escaped): more than \(s.brake.maxDeletePercent)% of its entries")
             }
             // A deletion the brake passed (seen live, or its scope gone) that the host's loss

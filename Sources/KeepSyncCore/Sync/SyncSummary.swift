@@ -14,6 +14,8 @@ public struct SyncSummary: Sendable, Equatable {
     public var removedEntries = 0
     /// Deletions held by the brake.
     public var heldDeletes = 0
+    /// The same, by the directory whose entries they are.
+    public var heldByDirectory: [RelativePath: Int] = [:]
     /// Special files skipped.
     public var skippedSpecial = 0
     /// Paths the mirror's file system cannot hold, skipped.
