@@ -161,8 +161,7 @@ public final class RemoteSession: Sendable {
     /// Serializes opening and closing the master.
     private let opening = Mutex(())
     /// Where warm rsyncs' renewals fire: a queue of its own (a thread when it needs one),
-    /// not the global pool, which a busy pass keeps full (a renewal due after 1 s fired
-    /// after more than 4 s while other work filled both cores, and its rsync ended idle).
+    /// not the global pool, which busy work can keep full past a renewal's time.
     private let renewals = DispatchQueue(label: "keepsync.remote.renewals")
 
     /// A session to `destination` through `ssh` (the user's ssh words, e.g. `["ssh", "-p",
