@@ -526,6 +526,37 @@ struct MirrorSeamTests {
         await manager.stop()
     }
 
+    @Test("a round finishes the directories of all its scans with one stat and one attribute call: six directories whose mtime changed, one scope each")
+    func roundFinishesItsDirectoriesInOneCall() async throws {
+        let source = InMemoryTree(device: 1)
+        let dirs = (0..<6).map { Self.p("d\($0)") }
+        for d in dirs {
+            source.makeDirectory(d)
+            source.writeFile(d.appending(Array("f".utf8)), Array("f".utf8))
+        }
+        let mirror = RecordingMirror(batchesEntries: true)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        _ = try engine.fullPass()
+        let clock = ManualClock()
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        let before = mirror.recorded.count
+        for (i, d) in dirs.enumerated() {
+            source.modify(d) { $0.mtime = Timespec(seconds: 1_700_000_000 + Int64(i), nanoseconds: 5) }
+            await manager.receive(.changed(d))
+        }
+        if let next = await manager.nextDeadline() { clock.advance(by: clock.now.duration(to: next)) }
+        await manager.processDue()
+        await manager.waitForCopies()
+        let round = mirror.recorded.dropFirst(before)
+        let stats = round.compactMap { if case .statEach(let paths) = $0 { paths.count } else { nil } }
+        let sets = round.compactMap { if case .setAttributesAll(let paths) = $0 { paths.count } else { nil } }
+        let single = round.filter { if case .setAttributes = $0 { true } else { false } }.count
+        // Then their parent, the root, once the round's copies are done (none here).
+        #expect(stats == [6, 1] && sets == [6, 1] && single == 0, "stats \(stats), attribute calls \(sets), one by one \(single)")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
+
     @Test("a round applies its scans once they hold 8,192 steps: three new directories of 5,000 files, the first two made together, the third alone")
     func roundScansAreAppliedInBoundedBatches() async throws {
         let source = InMemoryTree(device: 1)

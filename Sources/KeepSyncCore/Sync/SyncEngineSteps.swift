@@ -62,7 +62,9 @@ extension SyncEngine {
             // The stretch's own results go (used or not); other scans' made ahead stay.
             for d in stretch.directories { madeAhead[d.path] = nil }
             for l in stretch.links { madeAhead[l.path] = nil }
-            if let finishes = stretchFinishes, !finishes.isEmpty { finishAll(finishes, summary: &pass.summary) }
+            if let finishes = stretchFinishes, !finishes.isEmpty {
+                if roundFinishes != nil { roundFinishes! += finishes } else { finishAll(finishes, summary: &pass.summary) }
+            }
             stretchFinishes = nil
             i = max(end, i + 1)
         }
