@@ -557,6 +557,33 @@ struct MirrorSeamTests {
         await manager.stop()
     }
 
+    @Test("a directory the round's scan fixed again after a rename out of it is not finished a second time at the round's end")
+    func roundSkipsFinishesTheCloseRedid() async throws {
+        let source = InMemoryTree(device: 1)
+        for d in ["p", "p/a", "p/c", "q"] { source.makeDirectory(Self.p(d)) }
+        source.writeFile(Self.p("p/a/x"), Array("x".utf8))
+        let mirror = RecordingMirror(batchesEntries: true)
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        _ = try engine.fullPass()
+        let clock = ManualClock()
+        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        // `p/a` changes its mtime and loses `x` to `p/c`: one scope `p`; `q` is the second.
+        try source.rename(Self.p("p/a/x"), to: Self.p("p/c/x"))
+        source.modify(Self.p("q")) { $0.mode = 0o700 }
+        let before = mirror.recorded.count
+        for event in [WatchEvent.changed(Self.p("p")), .changed(Self.p("q"))] { await manager.receive(event) }
+        if let next = await manager.nextDeadline() { clock.advance(by: clock.now.duration(to: next)) }
+        await manager.processDue()
+        await manager.waitForCopies()
+        let round = mirror.recorded.dropFirst(before)
+        let renames = round.filter { if case .rename = $0 { true } else { false } }.count
+        let stats = round.compactMap { if case .statEach(let paths) = $0 { paths } else { nil } }.joined()
+        #expect(renames == 1, "the move was not a rename: \(Array(round))")
+        #expect(!stats.contains(Self.p("p/a")), "finished again: \(Array(stats))")
+        SyncEngineTests.assertTreesEqual(source, mirror.tree)
+        await manager.stop()
+    }
+
     @Test("a round applies its scans once they hold 8,192 steps: three new directories of 5,000 files, the first two made together, the third alone")
     func roundScansAreAppliedInBoundedBatches() async throws {
         let source = InMemoryTree(device: 1)

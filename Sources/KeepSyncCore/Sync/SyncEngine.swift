@@ -187,6 +187,11 @@ public final class SyncEngine {
         for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &pass.summary) }
         applyAll(Self.ordered(scan), &pass)
         close(&pass, staleRecords: scan.staleRecords)
+        // A directory fixed again by the close, from a fresh stat, needs no finish from the
+        // scan's older one at the round's end.
+        if roundFinishes != nil, !pass.refix.isEmpty {
+            roundFinishes!.removeAll { pass.refix.contains($0.path) && !pass.isBlocked($0.path) }
+        }
         return pass.summary
     }
 
