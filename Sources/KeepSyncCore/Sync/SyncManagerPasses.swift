@@ -94,7 +94,7 @@ extension SyncManager {
         }
         for (i, path) in due.enumerated() {
             if unreachable != nil {
-                holdForHost(scans, rest: due[i...], removals: removals)
+                holdForHost(scans.map(\.scope), rest: due[i...], removals: removals)
                 scans = []
                 break
             }
@@ -127,7 +127,7 @@ extension SyncManager {
             if !holdsScans || steps >= Self.roundScanSteps { applyHeld() }
         }
         if unreachable != nil {
-            holdForHost(scans, rest: [], removals: removals)
+            holdForHost(scans.map(\.scope), rest: [], removals: removals)
             scans = []
         }
         applyHeld()
@@ -305,11 +305,7 @@ extension SyncManager {
             hardLinks.known.formUnion(scan.hardLinked)
             return ScopeScan(scope: scope, brake: brake, scan: scan)
         } catch let error as KeepSyncError where error.code == .unreachable {
-            enqueue(scope, now: now, immediately: false)
-            // Its live removals wait as removals (the brake's exemption).
-            for removal in liveRemovals where removal.isWithin(scope) {
-                enqueue(removal, now: now, immediately: false, removal: true)
-            }
+            holdForHost([scope], rest: [], removals: Set(liveRemovals))
             blockMirror(error)
         } catch {
             if (try? source.stat(scope)) ?? nil == nil || (error as? KeepSyncError)?.code == .notFound {
@@ -325,12 +321,12 @@ extension SyncManager {
         return nil
     }
 
-    /// What waits for a host lost mid-round: the scopes scanned and not applied, the live
-    /// removals below them (their brakes' exemptions; the paths were covered by a scope),
-    /// and the due paths not looked at yet.
-    func holdForHost(_ scans: [ScopeScan], rest: ArraySlice<RelativePath>, removals: Set<RelativePath>) {
-        let held = Set(scans.map(\.scope))
-        for s in scans { enqueue(s.scope, now: now, immediately: false) }
+    /// What waits for a host lost mid-round: the scopes scanned (or being scanned) and not
+    /// applied, the live removals below them (their brakes' exemptions; the paths were
+    /// covered by a scope), and the due paths not looked at yet.
+    func holdForHost(_ scopes: [RelativePath], rest: ArraySlice<RelativePath>, removals: Set<RelativePath>) {
+        let held = Set(scopes)
+        for scope in scopes { enqueue(scope, now: now, immediately: false) }
         for removal in removals where removal.isWithin(anyOf: held) {
             enqueue(removal, now: now, immediately: false, removal: true)
         }
