@@ -8,8 +8,12 @@ extension InMemoryTree {
     enum Change {
         case put(RelativePath, Node)
         case remove(RelativePath)
-        case rename(RelativePath, to: RelativePath)
-        case attributes(RelativePath, mode: UInt32?, mtime: Timespec?)
+        /// `moving`: the file or link the rename moved (nil for a directory). A rename
+        /// moves an inode, not what the disk happens to hold at the old name: kept while the
+        /// change that put that inode at `from` was lost, it still lands that inode at `to`.
+        case rename(RelativePath, to: RelativePath, moving: Node?)
+        /// Attributes belong to the inode (`inode`), wherever the disk holds it.
+        case attributes(RelativePath, inode: UInt64, mode: UInt32?, mtime: Timespec?)
 
         /// Applies the change to `nodes` as far as they allow (an entry whose directory a
         /// power cut lost cannot come back).
@@ -20,17 +24,24 @@ extension InMemoryTree {
                 if directoryExists(path.parent) { nodes[path] = node }
             case .remove(let path):
                 nodes = nodes.filter { !$0.key.isWithin(path) }
-            case .rename(let from, let to):
+            case .rename(let from, let to, let moving?):
+                guard directoryExists(to.parent), nodes[to]?.kind != .directory else { return }
+                let here = nodes[from].map { $0.inode == moving.inode } ?? false
+                let node = here ? nodes[from]! : nodes.values.first { $0.inode == moving.inode } ?? moving
+                if here { nodes[from] = nil }
+                nodes[to] = node
+            case .rename(let from, let to, nil):
                 guard nodes[from] != nil, directoryExists(to.parent), !to.isWithin(from) else { return }
                 var moved: [RelativePath: Node] = [:]
                 for (p, n) in nodes where p.isWithin(from) { moved[p.rebased(from: from, to: to)!] = n }
                 nodes = nodes.filter { !$0.key.isWithin(from) && !$0.key.isWithin(to) }
                 nodes.merge(moved) { $1 }
-            case .attributes(let path, let mode, let mtime):
-                guard var n = nodes[path] else { return }
-                if let mode { n.mode = mode }
-                if let mtime { n.mtime = mtime }
-                nodes[path] = n
+            case .attributes(_, let inode, let mode, let mtime):
+                for (path, var n) in nodes where n.inode == inode {
+                    if let mode { n.mode = mode }
+                    if let mtime { n.mtime = mtime }
+                    nodes[path] = n
+                }
             }
         }
     }

@@ -354,7 +354,7 @@ public final class InMemoryTree: FileAccessorProviding {
             }
             s.nodes[temp] = nil
             s.nodes[staged.path] = node
-            s.record(.rename(temp, to: staged.path))
+            s.record(.rename(temp, to: staged.path, moving: node))
             Self.touchParent(&s, staged.path, Self.advance(&s))
             return stat(of: node)
         }
@@ -441,12 +441,13 @@ public final class InMemoryTree: FileAccessorProviding {
                     throw KeepSyncError(.conflict, "renameat: Directory not empty", path: to)
                 }
             }
+            let moving = s.nodes[from].flatMap { $0.kind == .directory ? nil : $0 }
             s.nodes = s.nodes.filter { !$0.key.isWithin(to) }
             var moved: [RelativePath: Node] = [:]
             for (p, n) in s.nodes where p.isWithin(from) { moved[p.rebased(from: from, to: to)!] = n }
             s.nodes = s.nodes.filter { !$0.key.isWithin(from) }
             s.nodes.merge(moved) { $1 }
-            s.record(.rename(from, to: to))
+            s.record(.rename(from, to: to, moving: moving))
             let t = Self.advance(&s)
             Self.touchParent(&s, from, t)
             Self.touchParent(&s, to, t)
@@ -462,7 +463,7 @@ public final class InMemoryTree: FileAccessorProviding {
             if let mtime { n.mtime = mtime }
             n.ctime = Self.advance(&s)
             s.nodes[path] = n
-            s.record(.attributes(path, mode: mode, mtime: mtime))
+            s.record(.attributes(path, inode: n.inode, mode: mode, mtime: mtime))
         }
     }
 }

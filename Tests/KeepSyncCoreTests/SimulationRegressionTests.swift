@@ -232,4 +232,14 @@ struct SimulationRegressionTests {
         #expect(w.mirror.node(Self.p("b"))?.content == Self.b("file a"))
         #expect(w.mirror.node(Self.p("a")) == nil)
     }
+
+    // MARK: Model F (the power-cut model, not the product: a rename moves an inode)
+
+    @Test("model F: a cut that keeps a rename of a just-installed file and loses the install keeps the invariants")
+    func renameOfAnInstallAcrossACut() async {
+        // `g h/f.o` replaced (4 bytes over 5), then moved to `d`; the cut kept the move and
+        // lost the install. The model put the old bytes at `d`, which no disk can: the
+        // rename's entry names the inode it moved (the new file), whatever `g h` kept.
+        await Self.expectInvariantsHold(796_609_590_961, steps: nil, brokenToday: "I2")
+    }
 }

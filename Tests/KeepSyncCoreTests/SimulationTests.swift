@@ -182,6 +182,28 @@ struct SimulationTests {
         #expect(temps == (mode == .randomSubset ? 2 : 0), "temp files left: \(temps)")
     }
 
+    @Test("a power cut that keeps a rename and loses the install before it lands the installed file, not the old one")
+    func powerCutRenameMovesTheInode() throws {
+        let source = InMemoryTree(device: 1), mirror = InMemoryTree(device: 2)
+        source.writeFile(RelativePath("new"), Array("new".utf8))
+        mirror.writeFile(RelativePath("a"), Array("old bytes".utf8))
+        try mirror.setAttributes(.root, mode: nil, mtime: nil)
+        mirror.tracksDurability()
+        // The new file replaces `a` (its rename not yet durable), then `a` is renamed to `b`.
+        let staged = try mirror.stage(RelativePath("a"), from: try source.open(RelativePath("new")), durable: true)
+        _ = try mirror.publish(staged)
+        try mirror.rename(RelativePath("a"), to: RelativePath("b"))
+        try mirror.setAttributes(RelativePath("b"), mode: 0o600, mtime: nil)
+        // Keep the temp file and the last rename and the mode, lose the install's rename.
+        var decisions = [true, false, true, true]
+        let cut = mirror.powerCut(.randomSubset) { decisions.isEmpty ? true : decisions.removeFirst() }
+        #expect(cut.pending == 4 && cut.kept == 3)
+        #expect(mirror.node(RelativePath("b"))?.content == Array("new".utf8), "b is the inode the rename moved")
+        #expect(mirror.node(RelativePath("b"))?.mode == 0o600, "the mode went with the inode")
+        #expect(mirror.node(RelativePath("a"))?.content == Array("old bytes".utf8), "a's directory never saw the install")
+        #expect(mirror.node(RelativePath("a"))?.mode == 0o644, "the old inode kept its mode")
+    }
+
     @Test("the checks catch a torn mirror file, a lying record, a touched source and a leftover temp file")
     func checksCatchProblems() async throws {
         // The first seed whose short run ends with a non-empty file in the mirror.
