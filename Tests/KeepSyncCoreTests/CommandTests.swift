@@ -41,6 +41,28 @@ struct CommandTests {
         #expect(host.mirror.node(RelativePath("dir/b")) != nil)
     }
 
+    @Test("a sync whose barriers fail never compacts records that claim what a power cut can take")
+    func aSyncWhoseBarriersFailCompactsNothingUndurable() throws {
+        let host = populated(), writer = RecordingStatusWriter()
+        for i in 0..<3 { host.source.writeFile(RelativePath("dir/c\(i)"), Array("charlie \(i)".utf8)) }
+        host.mirror.tracksDurability()
+        host.mirror.failure.withLock {
+            $0 = { op, path in op == .barrier ? KeepSyncError(.io, "syncfs: injected EIO", path: path) : nil }
+        }
+        let code = try sync(host, writer)
+        #expect(code == .failure, "a sync that could not make its changes durable succeeded")
+        #expect(host.mirror.count(.barrier) > 0)
+        // What syncfs did not make durable is gone.
+        let cut = host.mirror.powerCut(.nothingKept) { false }
+        #expect(cut.pending > 0, "the cut took nothing: the test saw no undurable change")
+        let stored = try host.store.load()
+        for (path, record) in stored.records.map({ ($0.key, $0.value) }) where !path.isRoot {
+            let node = host.mirror.node(path)
+            #expect(node != nil && node!.inode == record.mirrorInode,
+                    "the store claims \(path.escaped) (mirror inode \(record.mirrorInode)), the mirror holds \(node.map { "inode \($0.inode)" } ?? "nothing")")
+        }
+    }
+
     @Test func theSummaryNamesWhatChanged() {
         var s = SyncSummary()
         s.copiedFiles = 1

@@ -64,7 +64,15 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
         }
         progress.finish(nil)
         try engine.recordRoot(FileIdentity(device: opened.device, inode: opened.inode))
-        if summary != SyncSummary() || records.wasDamaged { try store.compact(engine.records) }
+        if summary != SyncSummary() || records.wasDamaged {
+            // Not over a barrier that failed: the records would claim what a power cut takes.
+            // (A failed write is listed already: its cause, not twice.)
+            do { try engine.recordWriter.compactNow(engine.records) } catch {
+                var failure = (error as? KeepSyncError) ?? KeepSyncError(.io, "\(error)")
+                if failure.path == nil { failure.path = .root }
+                if !summary.errors.contains(failure) { summary.errors.append(failure) }
+            }
+        }
         let held = summary.heldDeletes
         logger.info(Self.describe(summary))
         writeStatus(state: .stopped, records: engine.records, summary: summary, extraErrors: [],

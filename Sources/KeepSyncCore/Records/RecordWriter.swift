@@ -88,6 +88,15 @@ public final class RecordWriter: Sendable {
         if schedule { scheduler.submit { self.write() } }
     }
 
+    /// Rewrites the store as `set` on the caller, once every queued write is done (a
+    /// stop, a command's end): a barrier first, since records follow the mirror. Throws
+    /// when either fails; the store then keeps what it held.
+    public func compactNow(_ set: RecordSet) throws {
+        try mirror.barrier()
+        try store.compact(set)
+        clearBacklog()
+    }
+
     /// True when changes (or a failed compaction) wait for a retry.
     var hasBacklog: Bool { state.withLock { !$0.backlog.isEmpty || $0.compactionFailed } }
 

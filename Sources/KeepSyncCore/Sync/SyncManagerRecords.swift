@@ -51,10 +51,7 @@ extension SyncManager {
         flushRecords()
         await records.drain()
         lookAtRecordWrites()
-        // Records follow the mirror: a change whose append failed is not durable yet.
-        try mirror.barrier()
-        try engine.store.compact(engine.records)
-        records.clearBacklog()
+        try records.compactNow(engine.records)
     }
 
     /// Queues a rewrite of the store as the records, in turn with the appends, so that
