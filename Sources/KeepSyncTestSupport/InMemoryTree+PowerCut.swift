@@ -15,34 +15,78 @@ extension InMemoryTree {
         /// Attributes belong to the inode (`inode`), wherever the disk holds it.
         case attributes(RelativePath, inode: UInt64, mode: UInt32?, mtime: Timespec?)
 
-        /// Applies the change to `nodes` as far as they allow (an entry whose directory a
-        /// power cut lost cannot come back).
-        func apply(to nodes: inout [RelativePath: Node]) {
+        /// Applies the change to `nodes` as far as they allow; false when they do not
+        /// (an entry whose directory, or attributes whose inode, the disk does not reach:
+        /// a power cut lost it, or it is not durable yet).
+        @discardableResult
+        func apply(to nodes: inout [RelativePath: Node]) -> Bool {
             func directoryExists(_ p: RelativePath?) -> Bool { p.map { nodes[$0]?.kind == .directory } ?? true }
             switch self {
             case .put(let path, let node):
-                if directoryExists(path.parent) { nodes[path] = node }
+                guard directoryExists(path.parent) else { return false }
+                nodes[path] = node
             case .remove(let path):
                 nodes = nodes.filter { !$0.key.isWithin(path) }
             case .rename(let from, let to, let moving?):
-                guard directoryExists(to.parent), nodes[to]?.kind != .directory else { return }
+                guard directoryExists(to.parent) else { return false }
+                guard nodes[to]?.kind != .directory else { return true }
                 let here = nodes[from].map { $0.inode == moving.inode } ?? false
                 let node = here ? nodes[from]! : nodes.values.first { $0.inode == moving.inode } ?? moving
                 if here { nodes[from] = nil }
                 nodes[to] = node
             case .rename(let from, let to, nil):
-                guard nodes[from] != nil, directoryExists(to.parent), !to.isWithin(from) else { return }
+                guard nodes[from] != nil, directoryExists(to.parent) else { return false }
+                guard !to.isWithin(from) else { return true }
                 var moved: [RelativePath: Node] = [:]
                 for (p, n) in nodes where p.isWithin(from) { moved[p.rebased(from: from, to: to)!] = n }
                 nodes = nodes.filter { !$0.key.isWithin(from) && !$0.key.isWithin(to) }
                 nodes.merge(moved) { $1 }
             case .attributes(_, let inode, let mode, let mtime):
+                var found = false
                 for (path, var n) in nodes where n.inode == inode {
+                    found = true
                     if let mode { n.mode = mode }
                     if let mtime { n.mtime = mtime }
                     nodes[path] = n
                 }
+                return found
             }
+            return true
+        }
+    }
+
+    /// A change not durable yet, and the inodes still to be fsynced before it is.
+    struct PendingChange {
+        var change: Change
+        var needs: Set<UInt64>
+    }
+
+    /// fsync of one entry: a file's data and attributes, a directory's entries and
+    /// attributes. A change is durable once every inode it needs was fsynced (a rename
+    /// across directories: both). Durable changes join the disk's tree in the order they
+    /// were made, each once its directory is there (an entry fsynced in a directory whose
+    /// own entry is not durable yet waits for it; a cut loses it with its directory).
+    public func syncEntry(_ path: RelativePath) throws {
+        try begin(.sync, path)
+        state.withLock { s in
+            guard s.durable != nil, let node = s.nodes[path], node.kind != .symlink else { return }
+            s.volatileData.remove(node.inode)
+            for i in s.pending.indices { s.pending[i].needs.remove(node.inode) }
+            Self.settleDurable(&s)
+        }
+    }
+
+    /// Applies the durable pending changes that the disk's tree can take now, in order,
+    /// until none more can.
+    static func settleDurable(_ s: inout State) {
+        var progress = true
+        while progress {
+            progress = false
+            var rest: [PendingChange] = []
+            for p in s.pending {
+                if p.needs.isEmpty, p.change.apply(to: &s.durable!) { progress = true } else { rest.append(p) }
+            }
+            s.pending = rest
         }
     }
 
@@ -80,15 +124,16 @@ extension InMemoryTree {
         state.withLock { s in
             guard var nodes = s.durable else { return (0, 0, 0) }
             var kept = 0
-            for change in s.pending {
+            for p in s.pending {
                 let keeps: Bool
                 switch mode {
+                case _ where p.needs.isEmpty: keeps = true
                 case .nothingKept: keeps = false
                 case .everythingKept, .renamesKeptDataLost: keeps = true
                 case .randomSubset: keeps = keep()
                 }
                 if keeps {
-                    change.apply(to: &nodes)
+                    p.change.apply(to: &nodes)
                     kept += 1
                 }
             }

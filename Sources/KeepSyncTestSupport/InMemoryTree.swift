@@ -67,11 +67,21 @@ public final class InMemoryTree: FileAccessorProviding {
         /// holds it, the seam's changes since, in order, and the inodes whose data was
         /// written without an fsync since.
         var durable: [RelativePath: Node]?
-        var pending: [Change] = []
+        var pending: [PendingChange] = []
         var volatileData: Set<UInt64> = []
 
         mutating func record(_ change: Change) {
-            if durable != nil { pending.append(change) }
+            guard durable != nil else { return }
+            // The inodes whose fsync makes it durable: the directories whose entries it
+            // changes, or the inode whose attributes it sets.
+            func directory(_ p: RelativePath) -> UInt64 { p.parent.flatMap { nodes[$0]?.inode } ?? .max }
+            let needs: Set<UInt64>
+            switch change {
+            case .put(let p, _), .remove(let p): needs = [directory(p)]
+            case .rename(let from, let to, _): needs = [directory(from), directory(to)]
+            case .attributes(_, let inode, _, _): needs = [inode]
+            }
+            pending.append(PendingChange(change: change, needs: needs))
         }
     }
 
@@ -83,12 +93,16 @@ public final class InMemoryTree: FileAccessorProviding {
     public let reportsBirthTime: Bool
     /// Whether `stat` reports an inode generation (derived from the inode too).
     public let reportsGeneration: Bool
+    /// Whether `barrier` (syncfs) makes anything durable: false models FUSE, where only
+    /// `syncEntry` (fsync) does.
+    public let syncfsReaches: Bool
     /// Called before each operation; a returned error is thrown instead of doing it.
     public let failure = Mutex<(@Sendable (Operation, RelativePath) -> KeepSyncError?)?>(nil)
 
     /// An empty tree whose root directory exists.
-    public init(device: UInt64 = 1, reportsBirthTime: Bool = true, reportsGeneration: Bool = false) {
+    public init(device: UInt64 = 1, reportsBirthTime: Bool = true, reportsGeneration: Bool = false, syncfsReaches: Bool = true) {
         self.device = device
+        self.syncfsReaches = syncfsReaches
         self.reportsBirthTime = reportsBirthTime
         self.reportsGeneration = reportsGeneration
         state.withLock { s in
@@ -244,7 +258,7 @@ public final class InMemoryTree: FileAccessorProviding {
         return st
     }
 
-    private func begin(_ op: Operation, _ path: RelativePath) throws {
+    func begin(_ op: Operation, _ path: RelativePath) throws {
         state.withLock { $0.counts[op, default: 0] += 1 }
         if let hook = failure.withLock({ $0 }), let error = hook(op, path) { throw error }
     }
@@ -326,11 +340,11 @@ public final class InMemoryTree: FileAccessorProviding {
     }
 
     /// Counts barriers; with the power-cut model on, makes every change so far durable
-    /// (`syncfs`).
+    /// (`syncfs`), unless `syncfsReaches` is false (FUSE: syncfs does nothing there).
     public func barrier() throws {
         try begin(.barrier, .root)
         state.withLock { s in
-            guard s.durable != nil else { return }
+            guard s.durable != nil, syncfsReaches else { return }
             s.durable = s.nodes
             s.pending.removeAll()
             s.volatileData.removeAll()

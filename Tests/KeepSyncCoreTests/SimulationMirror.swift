@@ -71,6 +71,10 @@ final class SimulationMirror: FileAccessorProviding {
         try tree.barrier()
     }
 
+    func syncEntry(_ path: RelativePath) throws {
+        try gate("sync", path)
+        try tree.syncEntry(path)
+    }
 
     func probe() throws {
         try gate("probe", .root)

@@ -1,3 +1,4 @@
+import Foundation
 import KeepSyncTestSupport
 import Synchronization
 @testable import KeepSyncCore
@@ -24,6 +25,10 @@ struct SimulationSettings: CustomStringConvertible {
     /// nil: copies run inline; n: a concurrent executor of n workers whose copies the
     /// driver runs at moments (and in an order) the seed chooses.
     var heldCopies: Int?
+    /// The mirror is on a file system `syncfs` does not reach (FUSE): every barrier is
+    /// made of per-entry fsyncs. Drawn from a stream of its own (the seeds found before
+    /// it keep their plan); `KEEPSYNC_SIM_PER_FILE_SYNC=0|1` sets it for every seed.
+    var perFileSync = false
 
     init(_ rng: inout SplitMix64, steps: Int?) {
         self.steps = steps ?? rng.int(40...70)
@@ -42,7 +47,7 @@ struct SimulationSettings: CustomStringConvertible {
     var description: String {
         "steps=\(steps) initial=\(initialOperations) mirrorFaults=\(mirrorFaults) sourceFaults=\(sourceFaults) "
             + "brake=\(brake) exclude=\(excludeObjects) crashes=\(crashes) overflow=\(overflow) interference=\(interference) "
-            + "copies=\(heldCopies.map { "held(\($0))" } ?? "inline")"
+            + "copies=\(heldCopies.map { "held(\($0))" } ?? "inline")" + (perFileSync ? " perFileSync" : "")
     }
 }
 
@@ -92,6 +97,19 @@ final class SimulationRun {
 
     static let timing = SyncManager<ManualClock>.Timing(settle: .milliseconds(20), maxDelay: .milliseconds(2000))
     static let objectExclude = try! ExcludeMatcher(patterns: [Array("*.o".utf8)])
+    /// A mirror that holds everything, on a file system syncfs does not reach.
+    static let fuseLimits: MirrorLimits = {
+        var limits = MirrorLimits.none
+        limits.syncfsReaches = false
+        return limits
+    }()
+    static let perFileSyncForced: Bool? = {
+        switch ProcessInfo.processInfo.environment["KEEPSYNC_SIM_PER_FILE_SYNC"] {
+        case "1": true
+        case "0": false
+        default: nil
+        }
+    }()
 
     let seed: UInt64
     let settings: SimulationSettings
@@ -101,7 +119,7 @@ final class SimulationRun {
     /// Decides whether a crash is a power cut and what it keeps, apart from `rng`.
     var cuts: SplitMix64
     let source = InMemoryTree(device: 1)
-    let mirrorTree = InMemoryTree(device: 2)
+    let mirrorTree: InMemoryTree
     let durable = InMemoryStore()
     let power: SimulationPower
     let faults: SimulationFaults
@@ -143,7 +161,11 @@ final class SimulationRun {
         rng = SplitMix64(seed: seed)
         compactions = SplitMix64(seed: seed, stream: 5)
         cuts = SplitMix64(seed: seed, stream: 7)
-        settings = SimulationSettings(&rng, steps: steps)
+        var settings = SimulationSettings(&rng, steps: steps)
+        var syncs = SplitMix64(seed: seed, stream: 8)
+        settings.perFileSync = Self.perFileSyncForced ?? syncs.chance(0.3)
+        self.settings = settings
+        mirrorTree = InMemoryTree(device: 2, syncfsReaches: !settings.perFileSync)
         power = SimulationPower(seed: seed)
         faults = SimulationFaults(seed: seed)
         faults.configure(mirror: settings.mirrorFaults, source: settings.sourceFaults)
@@ -175,6 +197,10 @@ final class SimulationRun {
             await step(i)
         }
         await converge()
+        if settings.perFileSync {
+            count("perFileSyncSeeds")
+            count("perFileSyncFsyncs", mirrorTree.count(.sync))
+        }
         note("stats \(stats.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))")
         return Outcome(seed: seed, trace: trace, violations: violations, stats: stats)
     }
@@ -403,11 +429,13 @@ final class SimulationRun {
         if cuts.chance(0.5) {
             // A power cut, not just a killed process: what no barrier made durable may go.
             let mode = cuts.pick(InMemoryTree.PowerCut.allCases)
+            let before = mirrorTree.nodes
             let cut = mirrorTree.powerCut(mode) { self.cuts.chance(0.5) }
             note("  power cut, \(mode.rawValue): \(cut.kept) of \(cut.pending) changes kept, \(cut.dataLost) files emptied")
             count("powerCuts")
             count("powerCutChangesLost", cut.pending - cut.kept)
             count("powerCutFilesEmptied", cut.dataLost)
+            checkRecordedChangesSurvived(before)
             checkpoint("after a power cut")
         }
         power.revive()
@@ -433,9 +461,11 @@ final class SimulationRun {
             if power.crashed { return }
             log.append("  log \(level): \(message)", generation: generation)
         }
-        let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: records, options: options, logger: logger)
+        // One mirror for both: on a per-file-sync mirror it keeps what the next barrier owes.
+        let local = LocalMirror(mirror, limits: settings.perFileSync ? Self.fuseLimits : .none)
+        let engine = SyncEngine(source: source, mirror: local, store: store, records: records, options: options, logger: logger)
         let executor = settings.heldCopies.map { copies.executor(limit: $0) } ?? .inline
-        let manager = SyncManager(engine: engine, source: source, mirror: LocalMirror(mirror), clock: clock, timing: Self.timing,
+        let manager = SyncManager(engine: engine, source: source, mirror: local, clock: clock, timing: Self.timing,
                                   executor: executor, logger: logger, thread: thread)
         self.manager = manager
         down = 0
@@ -594,6 +624,28 @@ final class SimulationRun {
                 break
             }
         }
+    }
+
+    /// I8 (Durable): a power cut undoes nothing a stored record describes. Every stored
+    /// record that was true of the mirror right before the cut (its inode at its path, of
+    /// its kind) is true after it, with the same bytes for a file.
+    func checkRecordedChangesSurvived(_ before: [RelativePath: InMemoryTree.Node]) {
+        let after = mirrorTree.nodes
+        var checked = 0
+        collecting {
+            for (path, r) in ((try? durable.load()) ?? RecordSet()).records where !path.isRoot {
+                guard let was = before[path], was.inode == r.mirrorInode, was.kind == r.kind else { continue }
+                checked += 1
+                guard let now = after[path], now.inode == was.inode, now.kind == was.kind else {
+                    violation("I8", "\(path.escaped) is recorded as mirror inode \(r.mirrorInode) (\(r.kind)), and the power cut took it: the mirror holds \(after[path].map { "inode \($0.inode) (\($0.kind))" } ?? "nothing") there")
+                    continue
+                }
+                if now.content != was.content || now.target != was.target {
+                    violation("I8", "\(path.escaped) is recorded, and the power cut changed its bytes (\(was.content.count) -> \(now.content.count))")
+                }
+            }
+        }
+        count("recordsCheckedAcrossCuts", checked)
     }
 
     /// I5 at any instant: a record whose mirror inode is still at its path tells the

@@ -21,6 +21,12 @@ public protocol FileAccessorProviding: FileSystemProviding {
     func stage(_ path: RelativePath, from source: any SourceFile, durable: Bool) throws -> StagedFile
     /// Makes everything written so far durable (one `syncfs`).
     func barrier() throws
+    /// fsync of one file or directory (its data, attributes, and a directory's entries);
+    /// nothing for a symlink or a path that is gone. Where `syncfs` does not reach
+    /// (`EntrySyncedSteps`), barriers are made of these.
+    func syncEntry(_ path: RelativePath) throws
+    /// A record is about to claim the entry at `path` (see `MirrorProviding.willRecord`).
+    func willRecord(_ path: RelativePath)
     /// Group commit, step 2 (after a barrier): renames a staged file into place.
     func publish(_ staged: StagedFile) throws -> FileStat
     /// `publish` of each, in order.
@@ -37,6 +43,9 @@ public protocol FileAccessorProviding: FileSystemProviding {
 }
 
 extension FileAccessorProviding {
+    /// Nothing: the barrier (syncfs) covers everything.
+    public func willRecord(_ path: RelativePath) {}
+
     /// One `publish` after the other.
     public func publishAll(_ staged: [StagedFile]) -> [Result<FileStat, any Error>] {
         staged.map { s in Result { try publish(s) } }

@@ -14,9 +14,11 @@ public struct LocalMirror: MirrorProviding {
     /// work: a copy made at once may catch it between two of its writes).
     public let changedCopyRetries: Int
 
-    /// A mirror over `steps`.
+    /// A mirror over `steps`; where `limits` say `syncfs` does not reach, over
+    /// `EntrySyncedSteps` of them (copies of this mirror share it: make one, and hand it
+    /// to everyone who writes to this mirror).
     public init(_ steps: any FileAccessorProviding, limits: MirrorLimits = .none, changedCopyRetries: Int = 5) {
-        self.steps = steps
+        self.steps = limits.syncfsReaches || steps is EntrySyncedSteps ? steps : EntrySyncedSteps(steps)
         self.limits = limits
         self.changedCopyRetries = changedCopyRetries
     }
@@ -70,6 +72,8 @@ public struct LocalMirror: MirrorProviding {
     }
     /// `syncfs` (or the steps' equivalent).
     public func barrier() throws { try steps.barrier() }
+    /// Tells the steps what the next barrier must cover.
+    public func willRecord(_ path: RelativePath) { steps.willRecord(path) }
     /// Removes a temp file no copy of this process is writing.
     public func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool { try steps.removeLeftoverTemporary(path) }
     /// Writes and removes a small temp file in the root.

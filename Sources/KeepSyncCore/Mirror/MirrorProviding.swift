@@ -73,6 +73,10 @@ public protocol MirrorProviding: FileSystemProviding {
 
     /// Makes every change made so far durable.
     func barrier() throws
+    /// A record is about to claim what the mirror holds at `path`, made by this process or
+    /// found there (a killed one's, not yet durable): the next `barrier` covers it too.
+    /// Nothing to do where a barrier covers the whole file system.
+    func willRecord(_ path: RelativePath)
     /// Removes the leftover of an install a killed process left (`path` names one, see
     /// `TemporaryName`) unless an install of this process is still writing it; returns
     /// whether it was removed. Sweeps call it while installs run.
@@ -104,6 +108,8 @@ public protocol MirrorProviding: FileSystemProviding {
 }
 
 extension MirrorProviding {
+    /// Nothing: the barrier covers everything.
+    public func willRecord(_ path: RelativePath) {}
     /// Nothing to read ahead (a local mirror lists as cheaply as it stats).
     public func beginPass() throws {}
     /// Nothing kept.

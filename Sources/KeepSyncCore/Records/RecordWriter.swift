@@ -52,7 +52,8 @@ public final class RecordWriter: Sendable {
     /// Adds a change (its mirror change is made); returns how many wait to be flushed.
     @discardableResult
     func add(_ change: RecordChange) -> Int {
-        state.withLock { s in
+        if case .put(let record) = change { mirror.willRecord(record.path) }
+        return state.withLock { s in
             s.added.append(change)
             return s.added.count
         }

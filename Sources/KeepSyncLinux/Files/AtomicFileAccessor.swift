@@ -7,10 +7,9 @@ import Synchronization
 /// the mirror root's descriptor, never following a symlink, files installed by temp file
 /// + fsync + rename. Directory entries are made durable by the next `barrier` (syncfs),
 /// which precedes every record append. Where `syncfs` does not reach the file system
-/// (FUSE: `perFileSync`), each staged file's data is fsynced itself (a group's barrier
-/// cannot), the barrier fsyncs each file and directory changed since the last one, and
-/// the access time is set with the mtime (exfat-fuse ignores a time set with the access
-/// time omitted).
+/// (FUSE), `LocalMirror` runs these steps under `EntrySyncedSteps`, whose barriers are
+/// `syncEntry` calls; there the access time is set with the mtime (`setsAccessTime`:
+/// exfat-fuse ignores a time set with the access time omitted).
 public final class AtomicFileAccessor: FileAccessorProviding {
     /// Read access to the same tree, through the same confined lookups.
     let tree: PosixFileSystem
@@ -30,27 +29,14 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// stages files of one directory back to back), with how many files use each.
     let stagingDirectories = Mutex<[RelativePath: (directory: StagingDirectory, files: Int)]>([:])
 
-    /// True where `syncfs` does not reach the file system: see the type's comment.
-    let perFileSync: Bool
-    /// With `perFileSync`: what changed since the last barrier (files, directories).
-    let changed = Mutex<Set<RelativePath>>([])
-    /// With `perFileSync`: held by the barrier under way.
-    let barriers = Mutex<Void>(())
+    /// Times are set with the access time (FUSE: see the type's comment).
+    let setsAccessTime: Bool
 
-    /// Opens the mirror root, which must exist; `perFileSync` where `syncfs` does not
-    /// reach its file system.
-    public init(rootPath: [UInt8], cancellation: CancellationFlag = CancellationFlag(), perFileSync: Bool = false) throws {
+    /// Opens the mirror root, which must exist; `setsAccessTime` on FUSE.
+    public init(rootPath: [UInt8], cancellation: CancellationFlag = CancellationFlag(), setsAccessTime: Bool = false) throws {
         tree = try PosixFileSystem(rootPath: rootPath)
         self.cancellation = cancellation
-        self.perFileSync = perFileSync
-    }
-
-    /// Notes paths for the next barrier to fsync (with `perFileSync` only), once the call
-    /// that changed them returned (deferred): a barrier under way meanwhile may have
-    /// missed them.
-    private func changed(_ paths: RelativePath?...) {
-        guard perFileSync else { return }
-        changed.withLock { for case let p? in paths { $0.insert(p) } }
+        self.setsAccessTime = setsAccessTime
     }
 
     /// Chunk between cancellation checks.
@@ -101,8 +87,8 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         try copyData(from: source, to: temp, path: path)
         do throws(Errno) {
             try temp.setMode(source.stat.mode)
-            try temp.setModificationTime(source.stat.mtime, withAccessTime: perFileSync)
-            if durable || perFileSync { try temp.sync() }
+            try temp.setModificationTime(source.stat.mtime, withAccessTime: setsAccessTime)
+            if durable { try temp.sync() }
         } catch { throw error.error("finish temp file", path: path) }
         kept = true
         temporaries.withLock { $0[tempName] = directory }
@@ -159,29 +145,14 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// `syncfs` of the mirror's file system.
     public func barrier() throws {
-        guard perFileSync else {
-            do throws(Errno) { try tree.root.syncFileSystem() } catch { throw error.error("syncfs") }
-            return
-        }
-        // One at a time, each taking what changed so far: a change noted meanwhile (after
-        // its call, see `changed`) waits for the next, and nothing is dropped unsynced.
-        try barriers.withLock { _ throws(KeepSyncError) in
-            let paths = changed.withLock { set in
-                defer { set.removeAll() }
-                return set
-            }
-            // Deepest first: an entry's own fsync before its directory's.
-            let ordered = paths.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 })
-            for (i, path) in ordered.enumerated() {
-                do throws(Errno) { try syncPath(path) } catch {
-                    changed.withLock { $0.formUnion(ordered[i...]) }
-                    throw error.error("fsync", path: path)
-                }
-            }
-        }
+        do throws(Errno) { try tree.root.syncFileSystem() } catch { throw error.error("syncfs") }
     }
 
     /// fsync of a file or directory by path (gone, or a symlink: nothing to do).
+    public func syncEntry(_ path: RelativePath) throws {
+        do throws(Errno) { try syncPath(path) } catch { throw error.error("fsync", path: path) }
+    }
+
     private func syncPath(_ path: RelativePath) throws(Errno) {
         if path.isRoot { return try tree.root.sync() }
         let parentPath = path.parent!
@@ -231,7 +202,6 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     }
 
     private func publish(_ staged: StagedFile, in parentDirectory: Result<FileDescriptor, Errno>) throws -> FileStat {
-        defer { changed(staged.path, staged.path.parent) }
         let made = takeStagedDirectory(staged)
         let parent: FileDescriptor
         do throws(Errno) { parent = try parentDirectory.get() } catch {
@@ -321,7 +291,6 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Creates a directory with mode 0700 (its real mode is set after its entries).
     public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat {
-        defer { changed(path, path.parent) }
         return try tree.withParent(path) { parent, name in
             do throws(Errno) {
                 try Sys.makeDirectory(parent, name, mode: 0o700)
@@ -333,7 +302,6 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Creates a symlink under a temp name, sets its mtime, renames it into place.
     public func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
-        defer { changed(path.parent) }
         return try tree.withParent(path) { parent, name in
             var tempName: [UInt8] = []
             while true {
@@ -347,7 +315,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
                 }
             }
             do throws(Errno) {
-                try? Sys.setModificationTime(parent, tempName, mtime, withAccessTime: perFileSync)
+                try? Sys.setModificationTime(parent, tempName, mtime, withAccessTime: setsAccessTime)
                 try Sys.rename(parent, tempName, parent, name)
                 guard let st = try Sys.lstat(parent, name) else { throw Errno.noSuchFileOrDirectory }
                 return st
@@ -361,7 +329,6 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// Removes a path; a directory with everything below it.
     public func remove(_ path: RelativePath) throws {
         forgetStagingDirectories(within: path)
-        defer { changed(path.parent) }
         precondition(!path.isRoot, "the mirror root is never removed")
         try tree.withParent(path) { parent, name in
             do throws(Errno) {
@@ -396,7 +363,6 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     public func rename(_ from: RelativePath, to: RelativePath) throws {
         forgetStagingDirectories(within: from)
         forgetStagingDirectories(within: to)
-        defer { changed(from.parent, to.parent, to) }
         try tree.withParent(from) { fromParent, fromName in
             try tree.withParent(to) { toParent, toName in
                 do throws(Errno) {
@@ -408,20 +374,19 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Sets permission bits and/or the modification time, never through a symlink.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
-        defer { changed(path) }
         if path.isRoot {
             do throws(Errno) {
                 let fd = try tree.openDirectory(.root)
                 defer { fd.close() }
                 if let mode { try fd.setMode(mode) }
-                if let mtime { try fd.setModificationTime(mtime, withAccessTime: perFileSync) }
+                if let mtime { try fd.setModificationTime(mtime, withAccessTime: setsAccessTime) }
             } catch { throw error.error("set attributes", path: path) }
             return
         }
         try tree.withParent(path) { parent, name in
             do throws(Errno) {
                 if let mode { try Sys.setMode(parent, name, mode) }
-                if let mtime { try Sys.setModificationTime(parent, name, mtime, withAccessTime: perFileSync) }
+                if let mtime { try Sys.setModificationTime(parent, name, mtime, withAccessTime: setsAccessTime) }
             } catch { throw error.error("set attributes", path: path) }
         }
     }

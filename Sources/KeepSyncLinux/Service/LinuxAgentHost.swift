@@ -57,7 +57,7 @@ public struct LinuxAgentHost: AgentHost {
         }
         return (try PosixFileSystem(rootPath: settings.source),
          LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation,
-                                            perFileSync: !limits.syncfsReaches), limits: limits,
+                                            setsAccessTime: !limits.syncfsReaches), limits: limits,
                     changedCopyRetries: live ? 0 : 5))
     }
 
