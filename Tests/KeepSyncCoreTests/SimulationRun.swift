@@ -393,6 +393,7 @@ final class SimulationRun {
             if manager != nil, !power.crashed { queue += w.events }
             count("interference")
             if w.description.hasSuffix("mid-read") { count("midReadRewrites") }
+            if w.description.contains("mtime put back") { count("midReadRewritesKeepingMtime") }
             if let node = w.node { history.observe([w.path: node]) }
             sourceChanged()
         }

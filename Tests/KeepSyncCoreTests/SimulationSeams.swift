@@ -174,14 +174,16 @@ final class SimulationInterference: Sendable {
 
     /// Called between two reads of a copy of `path`: maybe rewrite the file in place, same
     /// length, other bytes, so that the copy holds the start of one version and the rest
-    /// of another unless the product notices.
+    /// of another unless the product notices; half of them put the mtime back (`touch -r`,
+    /// `rsync --inplace -t`), so that only the ctime tells.
     func betweenReads(_ path: RelativePath) {
         state.withLock { s in
             guard s.probability > 0, s.rng.chance(s.probability / 4),
                   let node = source.node(path), node.kind == .regular, !node.content.isEmpty else { return }
             s.tag += 1
-            source.writeFile(path, node.content.map { $0 &+ 1 }, mode: node.mode)
-            s.writes.append(Write(path: path, description: "concurrent rewrite in place of \(path.escaped) mid-read",
+            let keepsMtime = s.rng.chance(0.5)
+            source.writeFile(path, node.content.map { $0 &+ 1 }, mode: node.mode, mtime: keepsMtime ? node.mtime : nil)
+            s.writes.append(Write(path: path, description: "concurrent rewrite in place of \(path.escaped)\(keepsMtime ? ", mtime put back," : "") mid-read",
                                   events: [.changed(path), .closedAfterWrite(path)], node: source.node(path)))
         }
     }

@@ -115,7 +115,10 @@ struct SimulationTests {
         // The machinery fired: a default run that crashed, faulted, overflowed, damaged the
         // store and compacted nowhere would prove nothing.
         if seeds.count >= Self.defaultSeeds {
-            for key in ["crashes", "faults", "overflows", "storeDamage", "backgroundCompactions", "interference", "midReadRewrites", "powerCuts"] {
+            var keys = ["crashes", "faults", "overflows", "storeDamage", "backgroundCompactions", "interference", "midReadRewrites",
+                        "midReadRewritesKeepingMtime", "powerCuts", "recordsCheckedAcrossCuts"]
+            if SimulationRun.perFileSyncForced != false { keys.append("perFileSyncSeeds") }
+            for key in keys {
                 #expect(totals[key, default: 0] > 0, "no \(key) in \(seeds.count) seeds")
             }
         }
