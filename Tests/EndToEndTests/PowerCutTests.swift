@@ -35,29 +35,7 @@ struct PowerCutTests {
         let versions = Versions()
         var totals = PowerCutTally()
 
-        // 1. A first sync of a small tree.
-        for d in 0..<3 {
-            try FS.mkdirs(sandbox.source / "d\(d)/sub")
-            for f in 0..<8 { try versions.write(sandbox.source / "d\(d)/f\(f)", seed: UInt64(d * 100 + f), length: 300 + d * 40 + f) }
-            try versions.write(sandbox.source / "d\(d)/sub/deep", seed: UInt64(d), length: 900 + d)
-        }
-        try versions.write(sandbox.source / "big", seed: 7, length: 600_000)
-        try FS.symlink(target: bytes("d0/f1"), at: sandbox.source / "link")
-        try FS.setPastTimes(under: sandbox.source)
-        // An empty mirror and state directory to start from (the model needs their roots).
-        try FS.mkdirs(sandbox.mirror)
-        try FS.mkdirs(sandbox.state)
-        let first = try Recording.sync(sandbox, strace: strace, label: "first sync")
-        totals.add(try first.check(sandbox, versions: versions, states: 90, rng: &rng))
-
-        // 2. A sync after changes: rewrites, a directory renamed, deletions.
-        for f in 0..<8 { try versions.write(sandbox.source / "d1/f\(f)", seed: UInt64(500 + f), length: 1_000 + f) }
-        try versions.write(sandbox.source / "big", seed: 8, length: 610_000)
-        try FS.rename(sandbox.source / "d2", sandbox.source / "d2-renamed")
-        versions.renamed(sandbox.source / "d2", to: sandbox.source / "d2-renamed")
-        for f in 0..<3 { try FS.unlink(sandbox.source / "d0/f\(f + 4)") }
-        let second = try Recording.sync(sandbox, strace: strace, label: "sync after changes")
-        totals.add(try second.check(sandbox, versions: versions, states: 80, rng: &rng))
+        try totals.add(Self.recordTwoSyncs(sandbox, mirror: sandbox.mirror, strace: strace, versions: versions, rng: &rng))
 
         // 3. run: a burst of files, and of links whose 4 KB targets outgrow the log's 1 MiB
         // (a background compaction), live rewrites, then a stop (a compaction).
@@ -86,6 +64,71 @@ struct PowerCutTests {
         #expect(totals.states >= Self.requiredStates && totals.restarts == totals.states,
                 "\(totals.states) crash states, \(totals.restarts) restarts")
         #expect(totals.lostOperations > 0 && totals.modes.allSatisfy { $0 > 0 } && totals.renamesChecked >= 150, "the cuts lost nothing: \(totals)")
+    }
+
+    /// Records a first sync of a small tree, then a sync after changes (rewrites, a
+    /// directory renamed, deletions), and checks the crash states of each.
+    static func recordTwoSyncs(_ sandbox: Sandbox, mirror: [UInt8], strace: [UInt8], versions: Versions, rng: inout SplitMix64,
+                               syncfsReachesMirror: Bool = true, states: (first: Int, second: Int) = (90, 80)) throws -> PowerCutTally {
+        var totals = PowerCutTally()
+        // 1. A first sync of a small tree.
+        for d in 0..<3 {
+            try FS.mkdirs(sandbox.source / "d\(d)/sub")
+            for f in 0..<8 { try versions.write(sandbox.source / "d\(d)/f\(f)", seed: UInt64(d * 100 + f), length: 300 + d * 40 + f) }
+            try versions.write(sandbox.source / "d\(d)/sub/deep", seed: UInt64(d), length: 900 + d)
+        }
+        try versions.write(sandbox.source / "big", seed: 7, length: 600_000)
+        try FS.symlink(target: bytes("d0/f1"), at: sandbox.source / "link")
+        try FS.setPastTimes(under: sandbox.source)
+        // An empty mirror and state directory to start from (the model needs their roots).
+        try FS.mkdirs(mirror)
+        try FS.mkdirs(sandbox.state)
+        let first = try Recording.sync(sandbox, mirror: mirror, strace: strace, label: "first sync", syncfsReachesMirror: syncfsReachesMirror)
+        totals.add(try first.check(sandbox, versions: versions, states: states.first, rng: &rng))
+
+        // 2. A sync after changes: rewrites, a directory renamed, deletions.
+        for f in 0..<8 { try versions.write(sandbox.source / "d1/f\(f)", seed: UInt64(500 + f), length: 1_000 + f) }
+        try versions.write(sandbox.source / "big", seed: 8, length: 610_000)
+        try FS.rename(sandbox.source / "d2", sandbox.source / "d2-renamed")
+        versions.renamed(sandbox.source / "d2", to: sandbox.source / "d2-renamed")
+        for f in 0..<3 { try FS.unlink(sandbox.source / "d0/f\(f + 4)") }
+        let second = try Recording.sync(sandbox, mirror: mirror, strace: strace, label: "sync after changes", syncfsReachesMirror: syncfsReachesMirror)
+        totals.add(try second.check(sandbox, versions: versions, states: states.second, rng: &rng))
+
+        return totals
+    }
+
+    /// The same states on a mirror that syncfs does not reach: a FUSE file system
+    /// (bindfs, a pass-through that holds everything a local disk does), where a syncfs of
+    /// the mirror counts for nothing and each entry must be fsynced itself before a record
+    /// claims it (SPEC "Mirrors on file systems that hold less").
+    @Test(.enabled(if: LoopMount.available, "needs root, /dev/fuse and loop devices"))
+    func onAFuseMirrorEveryStateAPowerCutCanLeaveHasCompleteFilesTrueRecordsAndConverges() throws {
+        let strace = try SyscallCrashTests.requireProgram("strace", package: "strace")
+        let bindfs = try SyscallCrashTests.requireProgram("bindfs", package: "bindfs")
+        let sandbox = try Sandbox()
+        let mount = try ScratchDirectory.make(prefix: "keepsync-bindfs")
+        try FS.mkdirs(mount / "backing")
+        try FS.mkdirs(mount / "mnt")
+        _ = bindfs
+        try LoopMount.run("bindfs", [LoopMount.text(mount / "backing"), LoopMount.text(mount / "mnt")])
+        defer {
+            LoopMount.runQuietly("umount", ["-l", LoopMount.text(mount / "mnt")])
+            if !LoopMount.isMountPoint(mount / "mnt") { try? ScratchDirectory.removeTree(mount) }
+        }
+        try #require(eventuallyBlocking(timeout: .seconds(10)) { LoopMount.isMountPoint(mount / "mnt") }, "bindfs did not mount")
+        let mirror = mount / "mnt/mirror"
+        try FS.mkdirs(mirror)
+        try FS.mkdirs(sandbox.state)
+        let seed = ProcessInfo.processInfo.environment["KEEPSYNC_POWERCUT_SEED"].flatMap(UInt64.init) ?? UInt64(time(nil))
+        print("PowerCutTests (FUSE): seed \(seed) (KEEPSYNC_POWERCUT_SEED replays it)")
+        var rng = SplitMix64(seed: seed)
+        let totals = try Self.recordTwoSyncs(sandbox, mirror: mirror, strace: strace, versions: Versions(), rng: &rng,
+                                             syncfsReachesMirror: false, states: (60, 50))
+        print("PowerCutTests (FUSE): \(totals.states) crash states from \(totals.operations) recorded operations; \(totals.entryFsyncs) fsyncs of mirror entries, \(totals.mirrorSyncfs) syncfs of the mirror; \(totals.lostOperations) operations lost, \(totals.durableChecked) records checked across cuts, \(totals.restarts) restarts converged; \(totals.violations.count) violations")
+        #expect(totals.violations.isEmpty, "\(totals.violations.count) violations (seed \(seed)):\n\(totals.violations.prefix(12).joined(separator: "\n"))")
+        #expect(totals.states >= 110 && totals.restarts == totals.states, "\(totals.states) crash states, \(totals.restarts) restarts")
+        #expect(totals.mirrorSyncfs == 0 && totals.entryFsyncs >= 40 && totals.lostOperations > 0 && totals.durableChecked > 0, "\(totals)")
     }
 }
 
@@ -116,12 +159,14 @@ final class Versions {
 
 struct PowerCutTally: CustomStringConvertible {
     var states = 0, cuts = 0, operations = 0, lostOperations = 0, tornFiles = 0, restarts = 0, renamesChecked = 0
+    var durableChecked = 0, entryFsyncs = 0, mirrorSyncfs = 0
     var modes = [0, 0, 0, 0]
     var violations: [String] = []
 
     mutating func add(_ o: PowerCutTally) {
         states += o.states; cuts += o.cuts; operations += o.operations; lostOperations += o.lostOperations
         tornFiles += o.tornFiles; restarts += o.restarts; violations += o.violations; renamesChecked += o.renamesChecked
+        durableChecked += o.durableChecked; entryFsyncs += o.entryFsyncs; mirrorSyncfs += o.mirrorSyncfs
         for i in modes.indices { modes[i] += o.modes[i] }
     }
 
@@ -136,24 +181,32 @@ struct Recording {
     let label: String
     let start: FileModel
     let operations: [FileModel.Operation]
+    /// False on FUSE: a syncfs of the mirror makes nothing durable there.
+    var syncfsReachesMirror = true
+    /// Where each crash state's mirror is written (on the recording's file system), when
+    /// not in the sandbox.
+    var cutMirrorParent: [UInt8]?
     var snapshotRenames: Int { operations.filter { if case .rename(_, _, _, let to) = $0.kind { return to == bytes("records.snapshot") }; return false }.count }
 
     static let traced = "openat,openat2,write,pwrite64,writev,copy_file_range,sendfile,ftruncate,fallocate,fsync,fdatasync,syncfs,"
         + "rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,rmdir,symlinkat,linkat,fchmod,fchmodat,chmod,utimensat,statx,newfstatat"
 
-    static func straceArguments(_ log: [UInt8], _ sandbox: Sandbox, _ command: String) -> [[UInt8]] {
-        ["-f", "-y", "-v", "-xx", "-qq", "-s", "8388608", "-o", String(decoding: log, as: UTF8.self), "-e", "trace=\(traced)",
-         String(decoding: sandbox.binary, as: UTF8.self), command].map { Array($0.utf8) } + sandbox.paths.map(\.argumentBytes)
+    static func straceArguments(_ log: [UInt8], _ sandbox: Sandbox, _ command: String, mirror: [UInt8]? = nil) -> [[UInt8]] {
+        let paths: [any CommandArgument] = ["--source", sandbox.source, "--mirror", mirror ?? sandbox.mirror, "--state", sandbox.state]
+        return ["-f", "-y", "-v", "-xx", "-qq", "-s", "8388608", "-o", String(decoding: log, as: UTF8.self), "-e", "trace=\(traced)",
+                String(decoding: sandbox.binary, as: UTF8.self), command].map { Array($0.utf8) } + paths.map(\.argumentBytes)
     }
 
-    static func sync(_ sandbox: Sandbox, strace: [UInt8], label: String) throws -> Recording {
-        let start = try FileModel(mirror: sandbox.mirror, state: sandbox.state)
+    static func sync(_ sandbox: Sandbox, mirror: [UInt8], strace: [UInt8], label: String, syncfsReachesMirror: Bool = true) throws -> Recording {
+        let start = try FileModel(mirror: mirror, state: sandbox.state)
         let log = sandbox.root / "trace-\(label.count)"
-        let result = try ChildProcess.run(strace, arguments: straceArguments(log, sandbox, "sync"), environment: sandbox.environment,
-                                          timeout: .seconds(120))
+        let result = try ChildProcess.run(strace, arguments: straceArguments(log, sandbox, "sync", mirror: mirror),
+                                          environment: sandbox.environment, timeout: .seconds(120))
         try #require(result.status == 0, "\(label): \(result)")
-        try #require(CrashTests.treeDifferences(sandbox.source, sandbox.mirror).isEmpty, "\(label) did not converge")
-        return Recording(label: label, start: start, operations: try start.operations(fromTrace: FS.readFile(log)))
+        try #require(CrashTests.treeDifferences(sandbox.source, mirror).isEmpty, "\(label) did not converge")
+        return Recording(label: label, start: start, operations: try start.operations(fromTrace: FS.readFile(log)),
+                         syncfsReachesMirror: syncfsReachesMirror,
+                         cutMirrorParent: syncfsReachesMirror ? nil : FS.dirname(FS.realpath(mirror)) / "cut")
     }
 
     static func run(_ sandbox: Sandbox, strace: [UInt8], label: String, _ workload: (RunCommandTests.Agent) async throws -> Void) async throws -> Recording {
@@ -219,7 +272,14 @@ struct Recording {
         defer { print("PowerCutTests: \(label): \(operations.count) operations, \(states) states checked in \(ContinuousClock.now - began)") }
         var tally = PowerCutTally()
         tally.operations = operations.count
-        let coveredAt = FileModel.coverage(operations)
+        let coveredAt = FileModel.coverage(operations, syncfsReachesMirror: syncfsReachesMirror)
+        for op in operations where op.fs == 0 {
+            switch op.kind {
+            case .fsync: tally.entryFsyncs += 1
+            case .syncfs: tally.mirrorSyncfs += 1
+            default: break
+            }
+        }
         // Cut right before and after each barrier, and anywhere.
         let barriers = operations.indices.filter { operations[$0].isBarrier }
         var cuts: [Int] = []
@@ -270,7 +330,9 @@ struct Recording {
             let where_ = "\(label), cut \(cut)/\(operations.count) mode \(mode)"
             let dir = sandbox.root / "cut"
             try? ScratchDirectory.removeTree(dir)
-            let (mirror, state) = (dir / "M", dir / "T")
+            // On the recording's kind of file system: the records name it.
+            let mirror = (cutMirrorParent ?? dir) / "M", state = dir / "T"
+            try? ScratchDirectory.removeTree(mirror)
             let inodes = try model.materialize(mirror: mirror, state: state, versions: versions)
             // I2
             for (path, file) in model.mirrorFiles() {
@@ -310,6 +372,26 @@ struct Recording {
                 if !wanted || content.map({ !versions.all.contains($0) }) ?? true || node.mtime != record.mtime
                     || node.mode & 0o7777 != record.mode & 0o7777 {
                     tally.violations.append("\(where_): I5: the record of \(path.escaped) is trusted for mirror inode \(record.mirrorInode), which holds \(content?.count ?? -1) bytes, mode \(String(node.mode, radix: 8)), mtime \(node.mtime) (the record: \(record.size) bytes, mode \(String(record.mode, radix: 8)), mtime \(record.mtime))")
+                }
+            }
+            // Durable, by path (where records name no mirror inode, as on FUSE, too): a record
+            // that was true of the mirror right before the cut is true after it.
+            var live = start
+            for op in operations[..<cut] { live.apply(op) }
+            for (path, record) in loaded.records where !path.isRoot {
+                let kind: FileModel.Kind
+                switch record.kind {
+                case .regular: kind = .file
+                case .directory: kind = .directory
+                case .symlink: kind = .symlink
+                default: continue
+                }
+                guard let was = live.lookup(path.components, in: live.mirrorRoot), let wasNode = live.nodes[was], wasNode.kind == kind,
+                      kind != .file || wasNode.size == Int(record.size) else { continue }
+                tally.durableChecked += 1
+                let now = model.lookup(path.components, in: model.mirrorRoot).flatMap { model.nodes[$0] }
+                if now?.kind != kind || (kind == .file && now?.size != Int(record.size)) {
+                    tally.violations.append("\(where_): Durable: \(path.escaped) is recorded (\(record.kind), \(record.size) bytes) and was in the mirror before the cut; after it the mirror holds \(now.map { "\($0.kind), \($0.size) bytes" } ?? "nothing")")
                 }
             }
             // The mirror root survives a power cut as itself: its recorded identity follows
@@ -593,7 +675,7 @@ struct FileModel {
     /// For each operation, the index of the first barrier after it that makes it durable
     /// (Int.max when none): an fsync of its file (fdatasync: its data only), an fsync of
     /// the directory an entry changed in (both, for a rename), a syncfs of its tree.
-    static func coverage(_ ops: [Operation]) -> [Int] {
+    static func coverage(_ ops: [Operation], syncfsReachesMirror: Bool = true) -> [Int] {
         var covered = [Int](repeating: Int.max, count: ops.count)
         // Operations not covered yet, by what would cover them.
         var byNode: [Int: [Int]] = [:], byDirectory: [Int: [Int]] = [:], byFS: [Int: [Int]] = [:]
@@ -623,6 +705,8 @@ struct FileModel {
                     }
                     byDirectory[node] = nil
                 }
+            case .syncfs where op.fs == 0 && !syncfsReachesMirror:
+                break
             case .syncfs:
                 for j in byFS[op.fs] ?? [] { covered[j] = min(covered[j], i) }
                 byFS[op.fs] = nil
