@@ -59,6 +59,37 @@ extension InMemoryTree {
     struct PendingChange {
         var change: Change
         var needs: Set<UInt64>
+        /// The directories (inodes) whose entries it changes: the entry's (a rename's
+        /// source), then a rename's target. An entry lives in its directory's blocks,
+        /// wherever that directory is named when the change reaches the disk's tree.
+        var directories: [UInt64]
+        /// The directories a removal deletes: once it is durable, their own entries no
+        /// longer matter (a rename out of one needs only its target's fsync).
+        var frees: Set<UInt64> = []
+
+        /// `change.apply`, at the paths its directories have in `nodes`.
+        func apply(to nodes: inout [RelativePath: Node]) -> Bool {
+            func locate(_ path: RelativePath, _ directory: UInt64) -> RelativePath? {
+                guard let parent = path.parent else { return path }
+                if nodes[parent]?.inode == directory { return path }
+                return nodes.first { $0.value.inode == directory && $0.value.kind == .directory }.map { $0.key.appending(path.name) }
+            }
+            switch change {
+            case .put(let path, let node):
+                guard let at = locate(path, directories[0]) else { return false }
+                return Change.put(at, node).apply(to: &nodes)
+            case .remove(let path):
+                guard let at = locate(path, directories[0]) else { return false }
+                return Change.remove(at).apply(to: &nodes)
+            case .rename(let from, let to, let moving):
+                guard let target = locate(to, directories[1]) else { return false }
+                let source = locate(from, directories[0])
+                if moving == nil && source == nil { return false }
+                return Change.rename(source ?? from, to: target, moving: moving).apply(to: &nodes)
+            case .attributes:
+                return change.apply(to: &nodes)
+            }
+        }
     }
 
     /// fsync of one entry: a file's data and attributes, a directory's entries and
@@ -76,18 +107,39 @@ extension InMemoryTree {
         }
     }
 
-    /// Applies the durable pending changes that the disk's tree can take now, in order,
-    /// until none more can.
+    /// Applies the durable pending changes that the disk's tree can take now, until none
+    /// more can. A directory's entries change in the order they were made: a change waits
+    /// while an earlier one in one of its directories waits (a removal of a name that a
+    /// rename not yet durable put there waits for that rename; a directory's removal waits
+    /// for the renames out of it).
     static func settleDurable(_ s: inout State) {
         var progress = true
         while progress {
             progress = false
+            // A durable removal of directories: what earlier changes owed to their own
+            // entries no longer matters (they are reachable from nowhere).
+            for i in s.pending.indices where s.pending[i].needs.isEmpty && !s.pending[i].frees.isEmpty {
+                for j in 0..<i { s.pending[j].needs.subtract(s.pending[i].frees) }
+            }
             var rest: [PendingChange] = []
+            var waiting: Set<UInt64> = []
             for p in s.pending {
-                if p.needs.isEmpty, p.change.apply(to: &s.durable!) { progress = true } else { rest.append(p) }
+                if p.needs.isEmpty, waiting.isDisjoint(with: p.directories), waiting.isDisjoint(with: p.frees),
+                   p.apply(to: &s.durable!) {
+                    progress = true
+                } else {
+                    rest.append(p)
+                    waiting.formUnion(p.directories)
+                }
             }
             s.pending = rest
         }
+    }
+
+    /// With the power-cut model on: the tree as the disk holds it now, and the inodes
+    /// whose data no fsync or barrier covered yet (an oracle's view; nil when off).
+    public var durability: (nodes: [RelativePath: Node], unsyncedData: Set<UInt64>)? {
+        state.withLock { s in s.durable.map { ($0, s.volatileData) } }
     }
 
     /// What a power cut keeps of the changes no barrier made durable.
@@ -133,7 +185,7 @@ extension InMemoryTree {
                 case .randomSubset: keeps = keep()
                 }
                 if keeps {
-                    p.change.apply(to: &nodes)
+                    _ = p.apply(to: &nodes)
                     kept += 1
                 }
             }

@@ -70,18 +70,20 @@ public final class InMemoryTree: FileAccessorProviding {
         var pending: [PendingChange] = []
         var volatileData: Set<UInt64> = []
 
-        mutating func record(_ change: Change) {
+        mutating func record(_ change: Change, frees: Set<UInt64> = []) {
             guard durable != nil else { return }
             // The inodes whose fsync makes it durable: the directories whose entries it
             // changes, or the inode whose attributes it sets.
             func directory(_ p: RelativePath) -> UInt64 { p.parent.flatMap { nodes[$0]?.inode } ?? .max }
-            let needs: Set<UInt64>
+            let directories: [UInt64]
             switch change {
-            case .put(let p, _), .remove(let p): needs = [directory(p)]
-            case .rename(let from, let to, _): needs = [directory(from), directory(to)]
-            case .attributes(_, let inode, _, _): needs = [inode]
+            case .put(let p, _), .remove(let p): directories = [directory(p)]
+            case .rename(let from, let to, _): directories = [directory(from), directory(to)]
+            case .attributes: directories = []
             }
-            pending.append(PendingChange(change: change, needs: needs))
+            let needs: Set<UInt64>
+            if case .attributes(_, let inode, _, _) = change { needs = [inode] } else { needs = Set(directories) }
+            pending.append(PendingChange(change: change, needs: needs, directories: directories, frees: frees))
         }
     }
 
@@ -432,8 +434,9 @@ public final class InMemoryTree: FileAccessorProviding {
     public func remove(_ path: RelativePath) throws {
         try begin(.remove, path)
         state.withLock { s in
+            let directories = Set(s.nodes.filter { $0.key.isWithin(path) && $0.value.kind == .directory }.map(\.value.inode))
             s.nodes = s.nodes.filter { !$0.key.isWithin(path) }
-            s.record(.remove(path))
+            s.record(.remove(path), frees: directories)
             Self.touchParent(&s, path, Self.advance(&s))
         }
     }

@@ -175,7 +175,7 @@ final class SimulationRun {
         source.reads.withLock { $0 = InMemoryTree.Reads(chunk: 16) { writer.betweenReads($0) } }
         mirror = SimulationMirror(tree: mirrorTree, power: power, faults: faults, interference: interference,
                                   log: verbose ? log : nil)
-        store = SimulationStore(durable: durable, power: power)
+        store = SimulationStore(durable: durable, power: power, mirror: mirrorTree)
         workload = SimulationWorkload(tree: source)
         options = SyncOptions(maxDeletePercent: settings.brake ? 50 : 100,
                               excludes: settings.excludeObjects ? Self.objectExclude : .none)
@@ -584,7 +584,13 @@ final class SimulationRun {
     /// I2, I4 and the per-step half of I5, after every step.
     func checkpoint(_ what: String) {
         checkpoints += 1
+        let appends = store.takeFindings()
+        count("recordsCheckedAtAppend", appends.checked)
         collecting {
+            for problem in appends.problems {
+                let colon = problem.firstIndex(of: ":")!
+                violation(String(problem[..<colon]), String(problem[problem.index(colon, offsetBy: 2)...]) + " (\(what))")
+            }
             checkSourceUntouched(final: false)
             checkMirrorFilesAreVersions(what)
             checkRecordsTruthful((try? durable.load()) ?? RecordSet(), "stored", what)

@@ -218,10 +218,51 @@ final class SimulationStore: BookmarkStorageProviding {
     let durable: InMemoryStore
     let power: SimulationPower
     private let log = Mutex<(base: RecordSet, batches: [[RecordChange]])>((RecordSet(), []))
+    /// The mirror, for the check at each append (I9), and what it found.
+    let mirror: InMemoryTree
+    private let found = Mutex<[String]>([])
+    /// Record changes checked against the mirror's durable state so far.
+    private let checked = Mutex(0)
 
-    init(durable: InMemoryStore, power: SimulationPower) {
+    init(durable: InMemoryStore, power: SimulationPower, mirror: InMemoryTree) {
         self.durable = durable
         self.power = power
+        self.mirror = mirror
+    }
+
+    /// I9, at each append: records follow the mirror. A record that is true of the
+    /// mirror now (its inode at its path; for a removal, nothing there) is true of what
+    /// the disk holds: the entry, its directories and a file's data made durable first.
+    private func checkDescribedIsDurable(_ changes: [RecordChange]) {
+        guard let disk = mirror.durability else { return }
+        let live = mirror.nodes
+        var problems: [String] = []
+        var n = 0
+        for change in changes {
+            switch change {
+            case .put(let r) where !r.path.isRoot:
+                guard let node = live[r.path], node.inode == r.mirrorInode, node.kind == r.kind else { continue }
+                n += 1
+                if disk.nodes[r.path]?.inode != r.mirrorInode {
+                    problems.append("I9: \(r.path.escaped) was recorded (mirror inode \(r.mirrorInode)) while its entry was not durable")
+                } else if disk.unsyncedData.contains(node.inode) {
+                    problems.append("I9: \(r.path.escaped) was recorded while its data was not durable")
+                }
+            case .remove(let path) where !path.isRoot:
+                guard live[path] == nil else { continue }
+                n += 1
+                if disk.nodes[path] != nil { problems.append("I9: the removal of \(path.escaped) was recorded while it was not durable") }
+            default:
+                break
+            }
+        }
+        checked.withLock { $0 += n }
+        if !problems.isEmpty { found.withLock { $0 += problems } }
+    }
+
+    /// What the appends' checks found since the last call, and how many they checked.
+    func takeFindings() -> (problems: [String], checked: Int) {
+        (found.withLock { f in defer { f.removeAll() }; return f }, checked.withLock { c in defer { c = 0 }; return c })
     }
 
     func load() throws -> RecordSet { try durable.load() }
@@ -239,6 +280,7 @@ final class SimulationStore: BookmarkStorageProviding {
     }
 
     private func append(_ changes: [RecordChange]) throws {
+        checkDescribedIsDurable(changes)
         try durable.apply(changes)
         log.withLock { $0.batches.append(changes) }
     }

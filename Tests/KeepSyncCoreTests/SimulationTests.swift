@@ -116,7 +116,7 @@ struct SimulationTests {
         // store and compacted nowhere would prove nothing.
         if seeds.count >= Self.defaultSeeds {
             var keys = ["crashes", "faults", "overflows", "storeDamage", "backgroundCompactions", "interference", "midReadRewrites",
-                        "midReadRewritesKeepingMtime", "powerCuts", "recordsCheckedAcrossCuts"]
+                        "midReadRewritesKeepingMtime", "powerCuts", "recordsCheckedAcrossCuts", "recordsCheckedAtAppend"]
             if SimulationRun.perFileSyncForced != false { keys.append("perFileSyncSeeds") }
             for key in keys {
                 #expect(totals[key, default: 0] > 0, "no \(key) in \(seeds.count) seeds")

@@ -87,10 +87,16 @@ public final class EntrySyncedSteps: FileAccessorProviding {
     public func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool { try base.removeLeftoverTemporary(path) }
     /// The base's probe.
     public func probe() throws { try base.probe() }
-    /// A record will claim the entry: it and its directory's entry are owed, whoever made
-    /// them (a killed process's may be in no disk yet).
+    /// A record will claim the entry: it and every directory on the way to it are owed,
+    /// whoever made them (a killed process's may be on no disk yet).
     public func willRecord(_ path: RelativePath) {
-        changed.withLock { $0.insert(path); if let parent = path.parent { $0.insert(parent) } }
+        changed.withLock { set in
+            var p: RelativePath? = path
+            while let q = p {
+                set.insert(q)
+                p = q.parent
+            }
+        }
     }
     /// fsync of one entry.
     public func syncEntry(_ path: RelativePath) throws { try base.syncEntry(path) }
