@@ -315,6 +315,92 @@ struct InotifyWatcherTests {
         }
     }
 
+    /// At the watcher itself: a directory left unwatched shows as a write whose event never
+    /// comes (the agent would find it only at its next verify).
+    @Test("directories made by mkdir -p chains while the queue overflowed are all watched after the rescan: writes in them, and in new subdirectories of them, arrive live")
+    func overflowWhileDirectoriesAreMade() async throws {
+        let queued = Self.readNumber("/proc/sys/fs/inotify/max_queued_events") ?? 16384
+        guard queued <= 50_000 else {
+            try Test.cancel("max_queued_events = \(queued): the flood that overflows it would not fit the stream's event limit")
+        }
+        let overflows = Mutex(0)
+        let gate = Gate()
+        let logger = Logger(level: .debug) { _, message in
+            if message.hasPrefix("inotify: read") { gate.passOnce() }
+            if message.hasPrefix("inotify event queue overflowed") { overflows.withLock { $0 += 1 } }
+        }
+        let prepare: (Scratch) throws -> Void = { scratch in
+            try scratch.makeDirectories("old")
+            try scratch.write("a")
+            try scratch.write("b")
+        }
+        try await withWatcher(logger: logger, before: prepare) { scratch, watcher, events in
+            defer { gate.open() }
+            // The watcher thread is held at its first read (the trigger's events): from
+            // then on the kernel queue only fills.
+            try scratch.write("trigger")
+            let held = await eventually(timeout: .seconds(10)) { gate.isHolding }
+            try #require(held, "the watcher thread never read the trigger's events")
+            // One byte at a time into two files in turn: no event repeats the one before
+            // it, so the kernel merges none; one more than the queue holds overflows it.
+            let flood = queued + 1_000
+            try scratch.alternateWrites("a", "b", count: flood)
+            // Made now, the chains' creations are lost with everything else past the limit.
+            let chains = 24, depth = 8
+            var made: [String] = []
+            for chain in 0..<chains {
+                var path = chain % 2 == 0 ? "c\(chain)" : "old/c\(chain)"
+                var levels: [String] = [path]
+                for level in 1..<depth {
+                    path += "/d\(level)"
+                    levels.append(path)
+                }
+                try scratch.makeDirectories(path)
+                for dir in levels { try scratch.write(dir + "/f") }
+                made += levels
+            }
+            gate.open()
+
+            let reason = WatchEvent.rescan(reason: "inotify event queue overflowed")
+            let rescanned = await events.wait(timeout: .seconds(30)) { $0.contains(reason) }
+            try #require(rescanned, "no rescan after \(flood) events with max_queued_events = \(queued)")
+            #expect(overflows.withLock { $0 } >= 1, "the overflow was never logged")
+            // What was made during the overflow: every chain, none of it reported before the rescan.
+            #expect(made.count == chains * depth)
+            #expect(scratch.directories().count == 2 + made.count, "\(scratch.directories().count) directories")
+            let tops = (0..<chains).map { RelativePath($0 % 2 == 0 ? "c\($0)" : "old/c\($0)") }
+            let beforeRescan = events.snapshot.prefix { $0 != reason }
+            let early = beforeRescan.filter { event in tops.contains { event.mentions($0) } }
+            #expect(early.isEmpty, "reported before the rescan, so not lost in the overflow: \(early.prefix(5))")
+            let delivered = beforeRescan.filter { $0 == .changed(RelativePath("a")) || $0 == .changed(RelativePath("b")) }.count
+            #expect(delivered < flood, "all \(flood) writes were reported: nothing was lost")
+
+            // A write into every directory made during the overflow arrives as its event.
+            var mark = events.snapshot.count
+            for dir in made { try scratch.write(dir + "/probe") }
+            let probes = Set(made.map { RelativePath($0 + "/probe") })
+            #expect(await events.closes(probes, after: mark), "no live event for the writes in \(events.missingCloses(probes, after: mark).prefix(10))")
+
+            // A new subdirectory of each is followed (watched, then listed) and watched.
+            mark = events.snapshot.count
+            for dir in made {
+                try scratch.makeDirectories(dir + "/new")
+                try scratch.write(dir + "/new/g")
+            }
+            let listed = Set(made.map { RelativePath($0 + "/new/g") })
+            let found = await events.wait(timeout: .seconds(10)) { listed.isSubset(of: Set($0[min(mark, $0.count)...].compactMap(\.reportedPath))) }
+            #expect(found, "files in new subdirectories never reported")
+            mark = events.snapshot.count
+            for dir in made { try scratch.write(dir + "/new/h") }
+            let later = Set(made.map { RelativePath($0 + "/new/h") })
+            #expect(await events.closes(later, after: mark), "no live event for the writes in \(events.missingCloses(later, after: mark).prefix(10))")
+            let all = 2 + 2 * made.count
+            #expect(await eventually(timeout: .seconds(10)) { watcher.watchedDirectories == all },
+                    "\(watcher.watchedDirectories) of \(all) directories watched")
+            print("InotifyWatcherTests: \(delivered) of \(flood) writes reported before the overflow's rescan; \(made.count) directories made during it")
+        }
+    }
+
     @Test("stop() ends the stream promptly, and the watcher can start again")
     func stopEndsStream() async throws {
         let scratch = try Scratch()
@@ -436,6 +522,19 @@ extension InotifyWatcherTests {
             try #require(n == bytes.count)
         }
 
+        /// Writes one byte `count` times, into the existing files `first` and `second` in
+        /// turn (one IN_MODIFY each).
+        func alternateWrites(_ first: String, _ second: String, count: Int) throws {
+            let fds = [first, second].map { name in Scratch.call(absolute(name)) { open($0, O_WRONLY) } }
+            defer { for fd in fds where fd >= 0 { close(fd) } }
+            try #require(fds.allSatisfy { $0 >= 0 }, "open: errno \(errno)")
+            var byte: UInt8 = 0x2E
+            for i in 0..<count {
+                let n = pwrite(fds[i % 2], &byte, 1, 0)
+                try #require(n == 1, "pwrite: errno \(errno)")
+            }
+        }
+
         /// Creates a symlink to `target` (absolute bytes).
         func symlink(_ relative: String, to target: [UInt8]) throws {
             let r = Scratch.call(target) { t in Scratch.call(absolute(relative)) { Glibc.symlink(t, $0) } }
@@ -516,6 +615,23 @@ extension InotifyWatcherTests {
             }
         }
 
+        /// True once every path of `paths` was reported closed after a write, among the
+        /// events from index `mark` on; false if `timeout` passes first.
+        func closes(_ paths: Set<RelativePath>, after mark: Int, timeout: Duration = .seconds(10)) async -> Bool {
+            await wait(timeout: timeout) { Self.missing(paths, in: $0, after: mark).isEmpty }
+        }
+
+        /// The paths of `paths` not reported closed after a write from index `mark` on, sorted.
+        func missingCloses(_ paths: Set<RelativePath>, after mark: Int) -> [String] {
+            Self.missing(paths, in: snapshot, after: mark).map(\.escaped).sorted()
+        }
+
+        private static func missing(_ paths: Set<RelativePath>, in events: [WatchEvent], after mark: Int) -> Set<RelativePath> {
+            var left = paths
+            for case .closedAfterWrite(let path) in events[min(mark, events.count)...] { left.remove(path) }
+            return left
+        }
+
         /// Writes a fresh file in the root and waits for its close: everything that
         /// happened before has been delivered by then (events arrive in order).
         func barrier(_ scratch: Scratch) async throws {
@@ -529,12 +645,16 @@ extension InotifyWatcherTests {
     /// Holds the first caller of `passOnce` until `open`; later callers pass freely.
     final class Gate: Sendable {
         private let semaphore = DispatchSemaphore(value: 0)
-        private let state = Mutex<(used: Bool, opened: Bool)>((false, false))
+        private let state = Mutex<(used: Bool, opened: Bool, holding: Bool)>((false, false, false))
+
+        /// True while a caller is held.
+        var isHolding: Bool { state.withLock { $0.holding && !$0.opened } }
 
         /// Blocks the first caller until the gate opens.
         func passOnce() {
             let first = state.withLock { s -> Bool in
                 defer { s.used = true }
+                if !s.used && !s.opened { s.holding = true }
                 return !s.used && !s.opened
             }
             if first { semaphore.wait() }
