@@ -118,45 +118,90 @@ struct HostileInputTests {
         let sandbox = try Sandbox()
         let file = sandbox.source / "in-place.bin"
         let blocks = 128, blockSize = 64 << 10   // 8 MiB
-        try Self.writeVersion(file, version: 0, blocks: blocks, blockSize: blockSize, truncate: true)
-        // SPEC's premise: a writer quiet for --settle is done. This one writes a version in
-        // a few milliseconds, but on a loaded 2-core machine its thread was descheduled mid-
-        // version for more than the default 20 ms (twice in .ci/run): 500 ms states the premise.
-        let agent = try await RunCommandTests.start(sandbox, ["--settle", "500"])
+        try Self.writeVersion(file, version: 0, order: Array(0..<blocks), blockSize: blockSize, truncate: true)
+        let agent = try await RunCommandTests.start(sandbox)
         defer { agent.killNow() }
         try await RunCommandTests.expectMirrorConverges(sandbox, agent, "version 0")
 
-        // A writer rewrites the file in place (no truncate, no rename), block by block.
-        let stop = Mutex(false), written = Mutex(0)
+        // A writer rewrites the file in place (no truncate, no rename), one pwrite per block,
+        // seldom quiet for --settle: copies are made between its writes (and by --max-delay).
+        // Every tenth version stops halfway for longer than --settle, as a writer descheduled
+        // mid-version on a loaded machine does: the source itself then holds part of the new
+        // version over the one before. The mirror may hold any state the source had, these
+        // included (SPEC, Atomic); never a copy torn by a write made while it was read. Each
+        // version goes in in a shuffled order of its own, so that such a copy (read front to
+        // back) is nearly always a state the source never had.
+        let stop = Mutex(false), begun = Mutex<UInt64>(0), failure = Mutex<String?>(nil)
         let writer = Thread {
             var rng = SplitMix64(seed: 0x1A9)
             var version: UInt64 = 1
             while !stop.withLock({ $0 }) {
-                try? Self.writeVersion(file, version: version, blocks: blocks, blockSize: blockSize, truncate: false)
-                written.withLock { $0 = Int(version) }
+                begun.withLock { $0 = version }
+                let order = Self.writeOrder(version, blocks: blocks)
+                let parts = version % 10 == 5 ? [Array(order[..<(blocks / 2)]), Array(order[(blocks / 2)...])] : [order]
+                do {
+                    for (i, part) in parts.enumerated() {
+                        if i > 0 { usleep(150_000) }
+                        try Self.writeVersion(file, version: version, order: part, blockSize: blockSize, truncate: false)
+                    }
+                } catch {
+                    failure.withLock { $0 = "version \(version): \(error)" }
+                    return
+                }
                 version += 1
                 usleep(UInt32(rng.next() % 30_000))
             }
         }
         writer.start()
-        var samples = 0, mixes: [String] = [], seen: Set<UInt64> = []
+        var samples = 0, torn: [String] = [], seen: Set<UInt64> = [], partial = 0
         let until = ContinuousClock.now + .seconds(4)
         while ContinuousClock.now < until {
             if let content = try? FS.readFile(sandbox.mirror / "in-place.bin") {
                 samples += 1
-                switch Self.versionOf(content, blocks: blocks, blockSize: blockSize) {
-                case .success(let v): seen.insert(v)
-                case .failure(let why): mixes.append(why.text)
+                // Read after the file: every version the copy can hold had begun by then.
+                switch Self.sourceState(content, blocks: blocks, blockSize: blockSize, begun: begun.withLock { $0 }) {
+                case .success(let state):
+                    seen.insert(state.version)
+                    if state.blocksWritten < blocks { partial += 1 }
+                case .failure(let why): torn.append(why.text)
                 }
             }
         }
         stop.withLock { $0 = true }
         while !writer.isFinished { usleep(1000) }
+        #expect(failure.withLock { $0 } == nil, "the writer failed: \(failure.withLock { $0 } ?? "")")
         try await RunCommandTests.expectMirrorConverges(sandbox, agent, "after the writer stopped")
-        #expect(mixes.isEmpty, "\(mixes.count) of \(samples) mirror reads were not one complete version: \(mixes.prefix(5))")
-        #expect(seen.count >= 2, "only versions \(seen) reached the mirror while \(written.withLock { $0 }) were written")
-        print("HostileInputTests: in-place rewrites: \(written.withLock { $0 }) versions written, \(seen.count) reached the mirror, \(samples) reads, \(mixes.count) mixed")
+        #expect(torn.isEmpty, "\(torn.count) of \(samples) mirror reads held a state the source never had: \(torn.prefix(5))")
+        #expect(seen.count >= 2, "only versions \(seen) reached the mirror while \(begun.withLock { $0 }) were written")
+        #expect(partial > 0, "no mirror read held a version written in part: the writer's pauses were never copied")
+        print("HostileInputTests: in-place rewrites: \(begun.withLock { $0 }) versions written, \(seen.count) reached the mirror, \(samples) reads, \(partial) of a version written in part (the source's own state), \(torn.count) torn")
         try await RunCommandTests.stop(agent, sandbox)
+    }
+
+    @Test func theInPlaceRewriteOracleAcceptsExactlyTheStatesTheWriterPassesThrough() throws {
+        let blocks = 16, blockSize = 16
+        func content(_ version: (Int) -> UInt64, header: (Int) -> Int = { $0 }) -> [UInt8] {
+            (0..<blocks).flatMap { i in
+                withUnsafeBytes(of: version(i).littleEndian, Array.init) + withUnsafeBytes(of: UInt64(header(i)).littleEndian, Array.init)
+            }
+        }
+        func state(_ bytes: [UInt8], begun: UInt64 = 5) -> SourceState? {
+            try? Self.sourceState(bytes, blocks: blocks, blockSize: blockSize, begun: begun).get()
+        }
+        let order = Self.writeOrder(5, blocks: blocks)
+        for k in 0...blocks {
+            let done = Set(order.prefix(k))
+            let got = state(content { done.contains($0) ? 5 : 4 })
+            #expect(got?.version == (k == 0 ? 4 : 5) && got?.blocksWritten == (k == 0 ? blocks : k), "\(k) blocks written: \(String(describing: got))")
+        }
+        // Copies torn by the writer: read in block order while version 5 went in in its own
+        // order (the first half read before it); three versions; a version not yet begun.
+        let firstHalfOld = content { $0 < blocks / 2 ? 4 : 5 }
+        try #require(Set(order.prefix(blocks / 2)) != Set(blocks / 2..<blocks), "the seed's order writes the second half first")
+        #expect(state(firstHalfOld) == nil)
+        #expect(state(content { [order[0]: 5, order[1]: 3][$0] ?? 4 }) == nil)
+        #expect(state(content { _ in 6 }) == nil)
+        #expect(state(content({ _ in 5 }, header: { $0 == 3 ? 4 : $0 })) == nil)
     }
 
     @Test func aMirrorDirectorySwappedForALinkToAnOutsideCanaryWhileTheSourceChangesLeavesTheCanaryEmpty() async throws {
@@ -318,13 +363,14 @@ extension HostileInputTests {
         guard rc == 0 else { throw FSError(call: "bind", path: path, code: errno) }
     }
 
-    /// Writes every block of `file` stamped with `version` (8 bytes) and its index (8 bytes).
-    static func writeVersion(_ file: [UInt8], version: UInt64, blocks: Int, blockSize: Int, truncate: Bool) throws {
+    /// Writes `version` over the file, one pwrite per block in `order`: each block holds
+    /// the version and its index in its first 16 bytes, the same pattern after them.
+    static func writeVersion(_ file: [UInt8], version: UInt64, order: [Int], blockSize: Int, truncate: Bool) throws {
         let fd = FS.withCPath(file) { open($0, O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0o644) }
         guard fd >= 0 else { throw FSError(call: "open", path: file, code: errno) }
         defer { close(fd) }
         var block = FS.pattern(count: blockSize, seed: 77)
-        for index in 0..<blocks {
+        for index in order {
             withUnsafeBytes(of: version.littleEndian) { v in block.withUnsafeMutableBytes { $0.copyMemory(from: v) } }
             withUnsafeBytes(of: UInt64(index).littleEndian) { i in
                 block.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[8..<16]).copyMemory(from: i) }
@@ -334,17 +380,45 @@ extension HostileInputTests {
         }
     }
 
-    /// The one version every block of `content` carries, or why it is not one version.
-    static func versionOf(_ content: [UInt8], blocks: Int, blockSize: Int) -> Result<UInt64, MixError> {
+    /// The order in which `version` (from 1) writes its blocks: a shuffle seeded by the version.
+    static func writeOrder(_ version: UInt64, blocks: Int) -> [Int] {
+        var order = Array(0..<blocks), rng = SplitMix64(seed: version)
+        for i in stride(from: blocks - 1, to: 0, by: -1) { order.swapAt(i, Int(rng.next() % UInt64(i + 1))) }
+        return order
+    }
+
+    /// A state the rewritten file passes through: `version`'s first `blocksWritten` blocks
+    /// (in `writeOrder`) written over the version before it.
+    struct SourceState {
+        var version: UInt64
+        var blocksWritten: Int
+    }
+
+    /// The state of the source `content` is a copy of, or why the source never had it:
+    /// a version whose writer had begun (at most `begun`), written in full or in part
+    /// over the one before it, its blocks in its `writeOrder`.
+    static func sourceState(_ content: [UInt8], blocks: Int, blockSize: Int, begun: UInt64) -> Result<SourceState, MixError> {
         guard content.count == blocks * blockSize else { return .failure(MixError(text: "\(content.count) bytes")) }
         func field(_ offset: Int) -> UInt64 {
             (0..<8).reduce(UInt64(0)) { $0 | UInt64(content[offset + $1]) << (8 * $1) }
         }
-        let first = field(0)
-        for index in 0..<blocks where field(index * blockSize) != first || field(index * blockSize + 8) != UInt64(index) {
-            return .failure(MixError(text: "block \(index) holds version \(field(index * blockSize)), block 0 version \(first)"))
+        let versions = (0..<blocks).map { field($0 * blockSize) }
+        if let index = (0..<blocks).first(where: { field($0 * blockSize + 8) != UInt64($0) }) {
+            return .failure(MixError(text: "block \(index) holds the header of block \(field(index * blockSize + 8))"))
         }
-        return .success(first)
+        let top = versions.max()!
+        guard top <= begun else { return .failure(MixError(text: "version \(top), but only \(begun) were begun")) }
+        let written = Set(versions.indices.filter { versions[$0] == top })
+        if written.count == blocks { return .success(SourceState(version: top, blocksWritten: blocks)) }
+        if let index = versions.indices.first(where: { versions[$0] != top && versions[$0] != top - 1 }) {
+            return .failure(MixError(text: "block \(index) holds version \(versions[index]), others versions \(top) and \(top - 1)"))
+        }
+        let order = writeOrder(top, blocks: blocks)
+        guard written == Set(order.prefix(written.count)) else {
+            let stray = order.prefix(written.count).first { !written.contains($0) }!
+            return .failure(MixError(text: "\(written.count) blocks hold version \(top), but not its first \(written.count) written: block \(stray) holds version \(top - 1)"))
+        }
+        return .success(SourceState(version: top, blocksWritten: written.count))
     }
 
     struct MixError: Error, CustomStringConvertible {
