@@ -300,6 +300,26 @@ public final class LoopbackSSHD: Sendable {
         kill(pid, SIGCONT)
     }
 
+    /// Cuts the connection that `pid` (a command run in one of its sessions) came in over:
+    /// SIGTERM to the sshd process serving it (its nearest sshd ancestor), as an ended
+    /// sshd session or a dropped network does. The commands are not signalled: they see
+    /// their input close and run their own cleanup. Returns that sshd process's pid; nil
+    /// when `pid` does not descend from this sshd or the signal could not be sent.
+    public func endConnection(of pid: pid_t) -> pid_t? {
+        let listener = self.pid
+        var entry = ProcessTree.entry(pid)
+        while let current = entry, current.parent > 1, current.parent != listener {
+            guard let parent = ProcessTree.entry(current.parent) else { return nil }
+            if parent.name == "sshd" {
+                // The connection's own process (below the listener), never the listener.
+                guard ProcessTree.descendants(of: listener).contains(where: { $0.pid == parent.pid }) else { return nil }
+                return kill(parent.pid, SIGTERM) == 0 ? parent.pid : nil
+            }
+            entry = parent
+        }
+        return nil
+    }
+
     /// Kills sshd and every process below it, as a stopped service or a rebooting host:
     /// connections to the port are refused until `restart`. Keeps the keys and the port.
     public func shutDown() {
