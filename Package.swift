@@ -25,7 +25,7 @@ let package = Package(
         .executableTarget(name: "keepsync-bench"),
         .target(name: "KeepSyncTestSupport", dependencies: ["KeepSyncCore"], swiftSettings: optimizedInDebug),
         .testTarget(name: "KeepSyncCoreTests", dependencies: ["KeepSyncCore", "KeepSyncTestSupport"], swiftSettings: optimizedInDebug),
-        .testTarget(name: "KeepSyncLinuxTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "KeepSyncTestSupport"]),
+        .testTarget(name: "KeepSyncLinuxTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "CKeepSyncShims", "KeepSyncTestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "CKeepSyncShims", "KeepSyncTestSupport"]),
     ]
 )

@@ -29,6 +29,9 @@ int ks_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
 }
 
 int ks_syncfs(int fd) { return syncfs(fd); }
+int ks_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, flags);
+}
 int ks_ficlone(int dest_fd, int src_fd) { return ioctl(dest_fd, FICLONE, src_fd); }
 
 int ks_fs_type(int fd, int64_t *out) {
@@ -78,6 +81,7 @@ int ks_o_nofollow(void) { return O_NOFOLLOW; }
 long ks_utime_omit(void) { return UTIME_OMIT; }
 int ks_at_symlink_nofollow(void) { return AT_SYMLINK_NOFOLLOW; }
 int ks_at_removedir(void) { return AT_REMOVEDIR; }
+unsigned int ks_rename_exchange(void) { return RENAME_EXCHANGE; }
 int ks_lock_ex_nb(void) { return LOCK_EX | LOCK_NB; }
 
 int ks_mallopt_arena_max(int n) { return mallopt(M_ARENA_MAX, n); }

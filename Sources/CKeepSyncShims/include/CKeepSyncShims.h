@@ -29,6 +29,8 @@ int ks_statx(int dirfd, const char *path, int empty_path, struct ks_stat *out);
 ssize_t ks_copy_file_range(int fd_in, int fd_out, size_t len);
 int ks_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
 int ks_syncfs(int fd);
+/// renameat2(2); flags such as ks_rename_exchange().
+int ks_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 int ks_ficlone(int dest_fd, int src_fd);
 int ks_getversion(int fd, uint64_t *out);
 /// mkostemp(template, O_CLOEXEC): close-on-exec from the start.
@@ -51,6 +53,7 @@ int ks_o_nofollow(void);
 long ks_utime_omit(void);
 int ks_at_symlink_nofollow(void);
 int ks_at_removedir(void);
+unsigned int ks_rename_exchange(void);
 int ks_lock_ex_nb(void);
 
 #endif
