@@ -24,12 +24,15 @@ extension InMemoryTree {
             switch self {
             case .put(let path, let node):
                 guard directoryExists(path.parent) else { return false }
+                // Over a directory a cut kept (its removal lost): the entry names the new
+                // inode, and what was below the old one is reachable no more.
+                if nodes[path]?.kind == .directory && node.kind != .directory { nodes = nodes.filter { !$0.key.isWithin(path) } }
                 nodes[path] = node
             case .remove(let path):
                 nodes = nodes.filter { !$0.key.isWithin(path) }
             case .rename(let from, let to, let moving?):
                 guard directoryExists(to.parent) else { return false }
-                guard nodes[to]?.kind != .directory else { return true }
+                if nodes[to]?.kind == .directory { nodes = nodes.filter { !$0.key.isWithin(to) } }
                 let here = nodes[from].map { $0.inode == moving.inode } ?? false
                 let node = here ? nodes[from]! : nodes.values.first { $0.inode == moving.inode } ?? moving
                 if here { nodes[from] = nil }
@@ -55,6 +58,12 @@ extension InMemoryTree {
         }
     }
 
+    /// A name in a directory (by inode).
+    struct Name: Hashable {
+        var directory: UInt64
+        var name: [UInt8]
+    }
+
     /// A change not durable yet, and the inodes still to be fsynced before it is.
     struct PendingChange {
         var change: Change
@@ -66,6 +75,27 @@ extension InMemoryTree {
         /// The directories a removal deletes: once it is durable, their own entries no
         /// longer matter (a rename out of one needs only its target's fsync).
         var frees: Set<UInt64> = []
+
+        /// The names it changes, each in its directory (inode).
+        var names: [Name] {
+            switch change {
+            case .put(let p, _), .remove(let p): return [Name(directory: directories[0], name: p.name)]
+            case .rename(let from, let to, _):
+                return [Name(directory: directories[0], name: from.name), Name(directory: directories[1], name: to.name)]
+            case .attributes: return []
+            }
+        }
+
+        /// For a rename: its target directory was fsynced (the new name is on the disk).
+        var targetDurable: Bool {
+            if case .rename = change { return !needs.contains(directories[1]) }
+            return false
+        }
+        /// For a rename: its source directory was fsynced (the old name is gone from the disk).
+        var sourceDurable: Bool {
+            if case .rename = change { return !needs.contains(directories[0]) }
+            return false
+        }
 
         /// `change.apply`, at the paths its directories have in `nodes`.
         func apply(to nodes: inout [RelativePath: Node]) -> Bool {
@@ -108,10 +138,10 @@ extension InMemoryTree {
     }
 
     /// Applies the durable pending changes that the disk's tree can take now, until none
-    /// more can. A directory's entries change in the order they were made: a change waits
-    /// while an earlier one in one of its directories waits (a removal of a name that a
-    /// rename not yet durable put there waits for that rename; a directory's removal waits
-    /// for the renames out of it).
+    /// more can. A name changes in the order its changes were made: a change waits while
+    /// an earlier one of the same name in the same directory waits (a removal of a name
+    /// that a rename not yet durable put there waits for that rename); a directory's
+    /// removal waits for every change in it (the renames out of it).
     static func settleDurable(_ s: inout State) {
         var progress = true
         while progress {
@@ -122,14 +152,15 @@ extension InMemoryTree {
                 for j in 0..<i { s.pending[j].needs.subtract(s.pending[i].frees) }
             }
             var rest: [PendingChange] = []
-            var waiting: Set<UInt64> = []
+            var waitingNames: Set<Name> = [], waitingDirectories: Set<UInt64> = []
             for p in s.pending {
-                if p.needs.isEmpty, waiting.isDisjoint(with: p.directories), waiting.isDisjoint(with: p.frees),
+                if p.needs.isEmpty, waitingNames.isDisjoint(with: p.names), waitingDirectories.isDisjoint(with: p.frees),
                    p.apply(to: &s.durable!) {
                     progress = true
                 } else {
                     rest.append(p)
-                    waiting.formUnion(p.directories)
+                    waitingNames.formUnion(p.names)
+                    waitingDirectories.formUnion(p.directories)
                 }
             }
             s.pending = rest
@@ -138,8 +169,20 @@ extension InMemoryTree {
 
     /// With the power-cut model on: the tree as the disk holds it now, and the inodes
     /// whose data no fsync or barrier covered yet (an oracle's view; nil when off).
-    public var durability: (nodes: [RelativePath: Node], unsyncedData: Set<UInt64>)? {
-        state.withLock { s in s.durable.map { ($0, s.volatileData) } }
+    /// A rename across directories reaches the disk in two halves, one per directory: an
+    /// entry is on the disk once the rename's target directory was fsynced (`entries`), and
+    /// gone once its source directory was (`absences`), though the tree applies a rename
+    /// only with both.
+    public var durability: (entries: [RelativePath: Node], absences: [RelativePath: Node], unsyncedData: Set<UInt64>)? {
+        state.withLock { s in
+            guard let durable = s.durable else { return nil }
+            var entries = durable, absences = durable
+            for p in s.pending {
+                if p.targetDurable { _ = p.apply(to: &entries) }
+                if p.sourceDurable { _ = p.apply(to: &absences) }
+            }
+            return (entries, absences, s.volatileData)
+        }
     }
 
     /// What a power cut keeps of the changes no barrier made durable.
@@ -179,7 +222,8 @@ extension InMemoryTree {
             for p in s.pending {
                 let keeps: Bool
                 switch mode {
-                case _ where p.needs.isEmpty: keeps = true
+                // A rename half on the disk: kept (one of the states the disk can hold).
+                case _ where p.needs.isEmpty || p.targetDurable || p.sourceDurable: keeps = true
                 case .nothingKept: keeps = false
                 case .everythingKept, .renamesKeptDataLost: keeps = true
                 case .randomSubset: keeps = keep()

@@ -14,10 +14,9 @@ struct SimulationHistory {
     private(set) var objectsEverAt: [RelativePath: Set<UInt64>] = [:]
     private(set) var contents: [UInt64: Set<[UInt8]>] = [:]
     private(set) var targets: [UInt64: Set<[UInt8]>] = [:]
-    private(set) var versions: [Version: [UInt8]] = [:]
-    /// Versions whose (inode, size, mtime) named two contents: the quick check cannot
-    /// tell them apart (the workload avoids this; a non-empty list is a workload bug).
-    private(set) var ambiguous: [String] = []
+    /// Every content each (inode, size, mtime) version had: more than one where a writer
+    /// rewrote a file in place keeping its size and mtime (which no metadata tells apart).
+    private(set) var versions: [Version: Set<[UInt8]>] = [:]
 
     /// Records what the source holds now (after every workload step: the product only
     /// ever sees the source between steps).
@@ -28,10 +27,7 @@ struct SimulationHistory {
             case .regular:
                 contents[node.inode, default: []].insert(node.content)
                 let v = Version(inode: node.inode, size: UInt64(node.content.count), mtime: node.mtime)
-                if let known = versions[v], known != node.content {
-                    ambiguous.append("\(path.escaped): inode \(node.inode) size \(v.size) mtime \(v.mtime.seconds)")
-                }
-                versions[v] = node.content
+                versions[v, default: []].insert(node.content)
             case .symlink:
                 targets[node.inode, default: []].insert(node.target)
             default:
@@ -64,5 +60,5 @@ struct SimulationHistory {
 
     func wasEverInSource(_ path: RelativePath) -> Bool { objectsEverAt[path] != nil }
 
-    func content(of version: Version) -> [UInt8]? { versions[version] }
+    func contents(of version: Version) -> Set<[UInt8]>? { versions[version] }
 }

@@ -243,7 +243,7 @@ final class SimulationStore: BookmarkStorageProviding {
             case .put(let r) where !r.path.isRoot:
                 guard let node = live[r.path], node.inode == r.mirrorInode, node.kind == r.kind else { continue }
                 n += 1
-                if disk.nodes[r.path]?.inode != r.mirrorInode {
+                if disk.entries[r.path]?.inode != r.mirrorInode {
                     problems.append("I9: \(r.path.escaped) was recorded (mirror inode \(r.mirrorInode)) while its entry was not durable")
                 } else if disk.unsyncedData.contains(node.inode) {
                     problems.append("I9: \(r.path.escaped) was recorded while its data was not durable")
@@ -251,7 +251,7 @@ final class SimulationStore: BookmarkStorageProviding {
             case .remove(let path) where !path.isRoot:
                 guard live[path] == nil else { continue }
                 n += 1
-                if disk.nodes[path] != nil { problems.append("I9: the removal of \(path.escaped) was recorded while it was not durable") }
+                if disk.absences[path] != nil { problems.append("I9: the removal of \(path.escaped) was recorded while it was not durable") }
             default:
                 break
             }

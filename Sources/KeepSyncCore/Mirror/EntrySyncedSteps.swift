@@ -87,8 +87,8 @@ public final class EntrySyncedSteps: FileAccessorProviding {
     public func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool { try base.removeLeftoverTemporary(path) }
     /// The base's probe.
     public func probe() throws { try base.probe() }
-    /// A record will claim the entry: it and every directory on the way to it are owed,
-    /// whoever made them (a killed process's may be on no disk yet).
+    /// A record will claim the entry (or its absence): it and every directory on the way
+    /// to it are owed, whoever changed them (a killed process's change may be on no disk yet).
     public func willRecord(_ path: RelativePath) {
         changed.withLock { set in
             var p: RelativePath? = path

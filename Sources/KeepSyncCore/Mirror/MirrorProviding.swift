@@ -73,8 +73,9 @@ public protocol MirrorProviding: FileSystemProviding {
 
     /// Makes every change made so far durable.
     func barrier() throws
-    /// A record is about to claim what the mirror holds at `path`, made by this process or
-    /// found there (a killed one's, not yet durable): the next `barrier` covers it too.
+    /// A record change is about to claim what the mirror holds at `path` (an entry, or for
+    /// a removal its absence), made by this process or found so (a killed one's change, not
+    /// yet durable): the next `barrier` covers it too.
     /// Nothing to do where a barrier covers the whole file system.
     func willRecord(_ path: RelativePath)
     /// Removes the leftover of an install a killed process left (`path` names one, see

@@ -52,7 +52,11 @@ public final class RecordWriter: Sendable {
     /// Adds a change (its mirror change is made); returns how many wait to be flushed.
     @discardableResult
     func add(_ change: RecordChange) -> Int {
-        if case .put(let record) = change { mirror.willRecord(record.path) }
+        switch change {
+        case .put(let record): mirror.willRecord(record.path)
+        case .remove(let path): mirror.willRecord(path)
+        case .setRoot, .setMirror: break
+        }
         return state.withLock { s in
             s.added.append(change)
             return s.added.count
