@@ -17,11 +17,11 @@ struct CommandRunner: Sendable {
         }
         let invocation: Invocation
         do { invocation = try CommandLineParser.parse(arguments) } catch {
-            fail(error, foreground: LogSink.stderrIsTerminal || arguments.contains(Array("--foreground".utf8)))
+            fail(error, style: LogSink.style(foreground: arguments.contains(Array("--foreground".utf8)) ? true : nil,
+                                             environment: environment))
             return .usage
         }
-        // Under systemd (JOURNAL_STREAM set) lines carry journald priorities, never decoration.
-        let foreground = invocation.foreground ?? (LogSink.stderrIsTerminal && environment["JOURNAL_STREAM"] == nil)
+        let style = LogSink.style(foreground: invocation.foreground, environment: environment)
         do {
             switch invocation.command {
             case .help:
@@ -31,32 +31,28 @@ struct CommandRunner: Sendable {
                 LogSink.writeOut("keepsync \(KeepSyncVersion.current)\n")
                 return .success
             case .sync:
-                return try sync(try settings(invocation), foreground: foreground)
+                return try sync(try settings(invocation), style: style)
             case .check:
-                return try check(try settings(invocation), foreground: foreground)
+                return try check(try settings(invocation))
             case .status:
                 return try status(invocation)
             case .run:
-                return try runAgent(try settings(invocation), foreground: foreground)
+                return try runAgent(try settings(invocation), style: style)
             case .serviceInstall:
                 return try ServiceInstaller(invocation: invocation, environment: environment, home: home).install()
             case .serviceUninstall:
                 return try ServiceInstaller(invocation: invocation, environment: environment, home: home).uninstall()
             }
         } catch {
-            fail(error, foreground: foreground)
+            fail(error, style: style)
             return ExitCode(failure: error)
         }
     }
 
     /// Prints a one-line error.
-    func fail(_ error: any Error, foreground: Bool) {
+    func fail(_ error: any Error, style: LogSink.Style) {
         let text = (error as? KeepSyncError)?.description ?? "\(error)"
-        if foreground {
-            LogSink.write("keepsync: error: \(text)\n")
-        } else {
-            LogSink.write("<3>keepsync: error: \(text)\n")
-        }
+        LogSink.write((style == .journal ? "<3>" : "") + "keepsync: error: \(text)\n")
     }
 
     var home: [UInt8] { LinuxProcess.home(environment: environment) }
@@ -69,9 +65,9 @@ struct CommandRunner: Sendable {
 
     // MARK: sync
 
-    func sync(_ settings: Settings, foreground: Bool) throws -> ExitCode {
-        let progress = TerminalProgress(enabled: foreground)
-        let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
+    func sync(_ settings: Settings, style: LogSink.Style) throws -> ExitCode {
+        let progress = TerminalProgress(enabled: style == .foreground)
+        let logger = LogSink.logger(level: settings.configuration.logLevel, style: style, progress: progress)
         let host = try LinuxAgentHost(settings: settings)
         // The ssh master and its socket directory go with the command, not with the process.
         defer { host.remote?.session.close() }
@@ -81,9 +77,9 @@ struct CommandRunner: Sendable {
 
     // MARK: run
 
-    func runAgent(_ settings: Settings, foreground: Bool) throws -> ExitCode {
-        let progress = TerminalProgress(enabled: foreground)
-        let logger = LogSink.logger(level: settings.configuration.logLevel, foreground: foreground, progress: progress)
+    func runAgent(_ settings: Settings, style: LogSink.Style) throws -> ExitCode {
+        let progress = TerminalProgress(enabled: style == .foreground)
+        let logger = LogSink.logger(level: settings.configuration.logLevel, style: style, progress: progress)
         let runner = self
         let invocation = settings.invocation
         let host = try LinuxAgentHost(settings: settings)
@@ -109,7 +105,7 @@ struct CommandRunner: Sendable {
 
     // MARK: check
 
-    func check(_ settings: Settings, foreground: Bool) throws -> ExitCode {
+    func check(_ settings: Settings) throws -> ExitCode {
         guard let root = HostPaths.stat(settings.source), root.kind == .directory else {
             throw KeepSyncError(.configuration, "source \(HostPaths.display(settings.source)) does not exist or is not a directory")
         }

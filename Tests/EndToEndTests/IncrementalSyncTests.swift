@@ -29,6 +29,32 @@ struct IncrementalSyncTests {
         #expect(touched.isEmpty, "unchanged entries were rewritten: \(touched)", sourceLocation: sourceLocation)
     }
 
+    /// SPEC "Mirrors on file systems that hold less": the file-system probe runs once per
+    /// mirror; every other start reuses the recorded limits, so a no-op `sync` and a
+    /// restart change nothing in the mirror, not even the root's ctime.
+    @Test func aNoOpSyncAndARestartLeaveTheMirrorRootsCtimeAlone() async throws {
+        let sandbox = try Sandbox()
+        try sandbox.syncSmallSource()
+        let before = try #require(FS.lstat(sandbox.mirror))
+        let again = try sandbox.sync()
+        #expect(again.status == 0, "\(again)")
+        let afterSync = try #require(FS.lstat(sandbox.mirror))
+        #expect(afterSync.ctimeNanosecondsTotal == before.ctimeNanosecondsTotal,
+                "a no-op sync changed the mirror root's ctime (\(before.ctimeNanosecondsTotal) -> \(afterSync.ctimeNanosecondsTotal))")
+        let agent = try sandbox.spawnRun()
+        let watching = await eventually(timeout: .seconds(30)) {
+            sandbox.statusJSON?["state"] as? String == "watching" || agent.poll() != nil
+        }
+        try #require(watching && agent.poll() == nil, "not watching\n\(agent.diagnostics)")
+        agent.send(SIGTERM)
+        let status = await agent.waitForExit(timeout: .seconds(10))
+        #expect(status == 0, "\(agent.diagnostics)")
+        let afterRestart = try #require(FS.lstat(sandbox.mirror))
+        #expect(afterRestart.ctimeNanosecondsTotal == before.ctimeNanosecondsTotal,
+                "a restart changed the mirror root's ctime (\(before.ctimeNanosecondsTotal) -> \(afterRestart.ctimeNanosecondsTotal))")
+        #expect(afterRestart.mtimeSeconds == before.mtimeSeconds && afterRestart.mtimeNanoseconds == before.mtimeNanoseconds)
+    }
+
     @Test func aResyncGivesOnlyTheChangedFileANewInode() throws {
         let sandbox = try Sandbox()
         try Self.prepare(sandbox)

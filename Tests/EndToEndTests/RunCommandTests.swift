@@ -107,7 +107,7 @@ struct RunCommandTests {
         let agent = try await Self.start(sandbox, ["--verify-interval", "1", "-v"])
         try await Self.expectMirrorConverges(sandbox, agent, "initial sync")
         let quiet = await eventually(timeout: .seconds(10)) {
-            agent.stderrLines.contains { $0.hasPrefix("<7>keepsync: debug: verify: nothing to repair") }
+            agent.stderrLines.contains { $0.hasPrefix("keepsync: debug: verify: nothing to repair") }
         }
         #expect(quiet, "no verify logged at debug level\n\(agent.stderrText)")
 
@@ -117,7 +117,7 @@ struct RunCommandTests {
             FS.exists(sandbox.mirror / "dir/file.txt") && Self.mirrorDifferences(sandbox).isEmpty
         }
         #expect(repaired, "not repaired within 10 s:\n\(Self.mirrorDifferences(sandbox).joined(separator: "\n"))\n\(agent.stderrText)")
-        let info = agent.stderrLines.filter { $0.hasPrefix("<6>keepsync: verify: ") }
+        let info = agent.stderrLines.filter { $0.hasPrefix("keepsync: verify: ") }
         #expect(info.contains { $0.contains("1 file to copy") && $0.contains("mode") }, "\(info)\n\(agent.stderrText)")
         try await Self.stop(agent, sandbox)
     }

@@ -173,7 +173,7 @@ struct SdNotifyTests {
         let agent = try sandbox.spawnRun(["-v"], environment: ["NOTIFY_SOCKET": socket.address, "WATCHDOG_USEC": "400000"])
         func passes() -> [Double] {
             agent.stderrLines.compactMap { line -> Double? in
-                guard line.hasPrefix("<7>keepsync: debug: full pass: nothing to repair"), let r = line.range(of: " checked in ") else { return nil }
+                guard line.hasPrefix("keepsync: debug: full pass: nothing to repair"), let r = line.range(of: " checked in ") else { return nil }
                 let words = line[r.upperBound...].split(separator: " ")
                 guard words.count >= 2, let n = Double(words[0]) else { return nil }
                 return words[1].hasPrefix("ms") ? n / 1000 : n
@@ -361,6 +361,6 @@ struct SdNotifyTests {
         agent.send(SIGTERM)
         let status = await agent.waitForExit(timeout: .seconds(10))
         #expect(status == 0, "exit \(status.map(String.init) ?? "none")\n\(agent.diagnostics)")
-        #expect(!agent.stderrLines.contains { $0.hasPrefix("<3>") || $0.hasPrefix("<4>") }, "errors or warnings\n\(agent.diagnostics)")
+        #expect(!agent.stderrLines.contains { $0.hasPrefix("keepsync: error: ") || $0.hasPrefix("keepsync: warning: ") }, "errors or warnings\n\(agent.diagnostics)")
     }
 }

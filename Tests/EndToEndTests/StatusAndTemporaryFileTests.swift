@@ -63,7 +63,7 @@ struct StatusAndTemporaryFileTests {
         let sandbox = try Sandbox()
         let none = try sandbox.keepsync("status")
         #expect(none.status == 1, "\(none)")
-        #expect(none.stderrText.hasPrefix("<3>keepsync: error: ") && none.stderrText.contains(".local/state/keepsync"),
+        #expect(none.stderrText.hasPrefix("keepsync: error: ") && none.stderrText.contains(".local/state/keepsync"),
                 "names where it looked: \(none)")
         #expect(!none.stderrText.contains("missing --source"), "\(none)")
 

@@ -2,13 +2,13 @@ import KeepSyncCore
 
 /// What `sync` and `run` do first: take the lock, load the records, apply the
 /// vanished-or-replaced-source and -mirror rules, create the mirror (on a first run),
-/// probe what its file system holds and record that with the mirror root.
+/// probe what its file system holds (once per mirror) and record that with the mirror root.
 struct PreparedState {
     /// The single-instance lock (released by the caller).
     let lock: StateLock
     /// The record store.
     let store: JournalBookmarkStore
-    /// The records as loaded, the mirror root (probed now) in them.
+    /// The records as loaded, the mirror root (as probed, now or on its first run) in them.
     let records: RecordSet
     /// The source root's stat, checked safe.
     let root: FileStat
@@ -36,16 +36,23 @@ struct PreparedState {
                 self.records = records
                 return
             }
-            try MirrorSafety.require(settings, records: records, current: MirrorProbe.currentMirrorRoot(settings.mirror),
-                                     refused: refused)
+            let current = MirrorProbe.currentMirrorRoot(settings.mirror)
+            try MirrorSafety.require(settings, records: records, current: current, refused: refused)
             try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
             var probed: MirrorRoot
-            do { probed = try MirrorProbe.probe(settings.mirror) } catch {
-                // A full or read-only mirror cannot be tried: what was found before stands
-                // (run waits for it to take writes again, as for any full mirror).
-                guard let fallback = records.mirror ?? MirrorProbe.currentMirrorRoot(settings.mirror) else { throw error }
-                logger.warning("cannot try what the mirror's file system holds (\((error as? KeepSyncError)?.message ?? "\(error)")); \(records.mirror == nil ? "assuming it holds everything" : "using what was found before")")
-                probed = fallback
+            // Once per mirror: what was found for this one stands, and a restart writes
+            // nothing there (not even the root's ctime moves). A first run, another mirror
+            // (adopted with --accept-new-mirror) or none recorded is probed.
+            if let recorded = records.mirror, let current, recorded.isSameRoot(as: current) {
+                probed = recorded
+            } else {
+                do { probed = try MirrorProbe.probe(settings.mirror) } catch {
+                    // A full or read-only mirror cannot be tried: what was found before stands
+                    // (run waits for it to take writes again, as for any full mirror).
+                    guard let fallback = records.mirror ?? MirrorProbe.currentMirrorRoot(settings.mirror) else { throw error }
+                    logger.warning("cannot try what the mirror's file system holds (\((error as? KeepSyncError)?.message ?? "\(error)")); \(records.mirror == nil ? "assuming it holds everything" : "using what was found before")")
+                    probed = fallback
+                }
             }
             let summary = probed.limits.summary
             let where_ = "mirror on \(probed.limits.fileSystem.isEmpty ? "this file system" : probed.limits.fileSystem)"
