@@ -25,7 +25,8 @@ struct CommandRunner: Sendable {
         do {
             switch invocation.command {
             case .help:
-                LogSink.writeOut(CommandLineParser.usage)
+                LogSink.writeOut(invocation.manual ? HelpText.manual
+                                 : invocation.completionShell != nil ? HelpText.bashCompletion : HelpText.usage)
                 return .success
             case .version:
                 LogSink.writeOut("keepsync \(KeepSyncVersion.current)\n")

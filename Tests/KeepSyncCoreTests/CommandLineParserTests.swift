@@ -199,10 +199,33 @@ struct CommandLineParserTests {
             "--config <file>", "--source <dir>", "--mirror <dir>", "--state <dir>", "--exclude <glob>",
             "--settle <ms>", "--max-delay <ms>", "--no-delete", "--max-delete <pct>", "--allow-mass-delete",
             "--accept-new-source", "--content", "--verify-interval <sec>", "--log-level <level>", "-v ", "--foreground", "--json",
-            "--name <name>", "--enable", "-h, --help", "--version",
+            "--name <name>", "--enable", "--help", "--version", "--man", "--completion <shell>",
         ]
         for word in words { #expect(usage.contains("  \(word)"), "usage lacks \(word)") }
         #expect(usage.split(separator: "\n").allSatisfy { $0.count <= 100 })
+    }
+
+    @Test("--help, the manual page and the bash completions list exactly the options the parser takes")
+    func helpManualAndCompletionsFollowTheParser() throws {
+        let parsed = Set(CommandLineParser.parsedFlags)
+        let table = Set(OptionTable.options.map(\.flag))
+        #expect(parsed == table, "parser only: \(parsed.subtracting(table).sorted()), table only: \(table.subtracting(parsed).sorted())")
+        // Each document, read back: every flag it names.
+        func flags(_ text: String, _ pattern: Regex<(Substring, Substring)>) -> Set<String> {
+            Set(text.matches(of: pattern).map { String($0.output.1) })
+        }
+        let usage = flags(CommandLineParser.usage, #/(?m)^  (-{1,2}[a-z][a-z-]*)/#)
+        let manual = flags(HelpText.manual.replacingAll("\\-", with: "-"), #/(?m)^\.B (-{1,2}[a-z][a-z-]*)/#)
+        let completion = Set(try #require(HelpText.bashCompletion.firstMatch(of: #/compgen -W "(-[^"]*)"/#)).output.1
+            .split(separator: " ").map(String.init)).subtracting(["-h"])
+        #expect(usage == parsed, "--help: \(usage.symmetricDifference(parsed).sorted())")
+        #expect(manual == parsed, "the manual: \(manual.symmetricDifference(parsed).sorted())")
+        #expect(completion == parsed, "the completions: \(completion.symmetricDifference(parsed).sorted())")
+        // Each option given its value parses; --man and --completion belong to help.
+        #expect(try CommandLineParser.parse(["help", "--man"].map { Array($0.utf8) }).manual)
+        #expect(try CommandLineParser.parse(["help", "--completion", "bash"].map { Array($0.utf8) }).completionShell == "bash")
+        #expect(throws: KeepSyncError.self) { try CommandLineParser.parse(["sync", "--man"].map { Array($0.utf8) }) }
+        #expect(throws: KeepSyncError.self) { try CommandLineParser.parse(["help", "--completion", "fish"].map { Array($0.utf8) }) }
     }
 
     // MARK: - merge

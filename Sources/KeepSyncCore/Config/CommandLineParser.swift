@@ -6,56 +6,8 @@
 /// `--exclude`, which accumulates. `-h`/`--help` anywhere wins, then `--version`.
 /// `--json`, `--content`, `--name` and `--enable` are refused outside their commands.
 public enum CommandLineParser {
-    /// The help text, printed by `--help`.
-    public static let usage: String = """
-        OVERVIEW: Keep a mirror directory identical to a source directory, continuously.
-
-        USAGE: keepsync <command> [<options>]
-
-        COMMANDS:
-          run                     Watch the source and mirror every change until stopped.
-          sync                    Run one full verify-and-repair pass, then exit.
-          check                   Compare the mirror with the source; change nothing.
-          status                  Show what the agent knows, from its state.
-          service install         Write a systemd user unit (also --name, --enable).
-          service uninstall       Remove the systemd user unit (also --name).
-
-        OPTIONS:
-          --config <file>         Configuration file.
-                                  (default: $XDG_CONFIG_HOME/keepsync/keepsync.conf if it exists)
-          --source <dir>          The folder to watch. (required)
-          --mirror <dir>          The mirror; receives the source's contents. (required)
-                                  [USER@]HOST:DIR: a directory on another machine, over ssh.
-          --state <dir>           Records, lock and status file.
-                                  (default: $XDG_STATE_HOME/keepsync/<hash of source and mirror>)
-          --exclude <glob>        Skip matching paths, gitignore-style. (repeatable)
-          --settle <ms>           Quiet time before a changed path is copied. (default: \(Configuration.defaultSettleMilliseconds))
-          --max-delay <ms>        A busy path is still copied this often. (default: \(Configuration.defaultMaxDelayMilliseconds))
-          --no-delete             Never remove anything from the mirror.
-          --max-delete <pct>      Hold a scan's deletions above this percentage of the
-                                  mirror's entries; 100 turns the brake off. (default: \(Configuration.defaultMaxDeletePercent))
-          --allow-mass-delete     Lift the mass-delete brake for this invocation.
-          --accept-new-source     Accept a source root whose identity changed.
-          --accept-new-mirror     Accept a mirror root whose identity changed (a new disk).
-          --content               check, sync: also compare file contents byte by byte.
-          --verify-interval <sec> run: a full pass this often, repairing what changed in
-                                  the mirror behind its back; 0 turns it off. (default: \(Configuration.defaultVerifyIntervalSeconds))
-          --ssh <command>         Remote mirrors: the ssh command line. (default: ssh)
-          --rsync-path <path>     Remote mirrors: the rsync program on the remote host.
-                                  (default: rsync)
-          --log-level <level>     error, warning, info or debug. (default: \(Configuration.defaultLogLevel))
-          -v                      Same as --log-level debug.
-          --foreground            Human-readable log lines.
-                                  (default: on when stderr is a terminal)
-          --json                  status: print the status file as JSON.
-          --name <name>           service: the instance name (keepsync@<name>.service).
-          --enable                service install: also enable the unit.
-          -h, --help              Show help information.
-          --version               Show the version.
-
-        A flag overrides the configuration file.
-
-        """
+    /// The help text, printed by `--help` (made from `OptionTable`).
+    public static var usage: String { HelpText.usage }
 
     /// Parses `arguments`; errors are `.configuration`, one line, naming the flag.
     public static func parse(_ arguments: [[UInt8]]) throws -> Invocation {
@@ -131,7 +83,7 @@ public enum CommandLineParser {
 
     // MARK: - Private
 
-    private enum Option: String {
+    private enum Option: String, CaseIterable {
         case config = "--config"
         case source = "--source"
         case mirror = "--mirror"
@@ -153,17 +105,16 @@ public enum CommandLineParser {
         case json = "--json"
         case name = "--name"
         case enable = "--enable"
+        case man = "--man"
+        case completion = "--completion"
 
-        var takesValue: Bool {
-            switch self {
-            case .config, .source, .mirror, .state, .exclude, .settle, .maxDelay, .maxDelete, .logLevel, .name,
-                 .verifyInterval, .ssh, .rsyncPath:
-                true
-            case .noDelete, .allowMassDelete, .acceptNewSource, .acceptNewMirror, .content, .foreground, .json, .enable:
-                false
-            }
-        }
+        /// From the table: an option with a value's name takes a value.
+        var takesValue: Bool { OptionTable.option(rawValue)?.value != nil }
     }
+
+    /// The long options the parser knows (`--help` and `--version` are read before it, `-v`
+    /// and `-h` are short): what `OptionTable` must list.
+    static var parsedFlags: [String] { Option.allCases.map(\.rawValue) + ["--help", "--version", "-v"] }
 
     private static func usageError(_ message: String) -> KeepSyncError {
         KeepSyncError(.configuration, message)
@@ -207,6 +158,12 @@ public enum CommandLineParser {
         case .foreground: inv.foreground = true
         case .json: inv.json = true
         case .enable: inv.enable = true
+        case .man: inv.manual = true
+        case .completion:
+            guard value == Array("bash".utf8) else {
+                throw usageError("\(flag): expected 'bash', got '\(ByteEscaping.escapeControls(value))'")
+            }
+            inv.completionShell = "bash"
         case .logLevel:
             guard let level = LogLevel(bytes: value) else {
                 throw usageError(
@@ -260,7 +217,12 @@ public enum CommandLineParser {
 
     /// Refuses options given to a command they do not apply to.
     private static func checkScope(_ inv: Invocation) throws {
-        if inv.command == .help { return }
+        if inv.command == .help {
+            if inv.manual && inv.completionShell != nil { throw usageError("help: give --man or --completion, not both") }
+            return
+        }
+        if inv.manual { throw usageError("--man is only valid with 'help'") }
+        if inv.completionShell != nil { throw usageError("--completion is only valid with 'help'") }
         if inv.json, inv.command != .status { throw usageError("--json is only valid with 'status'") }
         if inv.content, inv.command != .check, inv.command != .sync {
             throw usageError("--content is only valid with 'check' or 'sync'")

@@ -64,6 +64,10 @@ public struct Invocation: Sendable, Equatable {
     public var name: String?
     /// `--enable` (`service install`).
     public var enable: Bool
+    /// `--man` (`help`): the manual page instead of the usage.
+    public var manual = false
+    /// `--completion SHELL` (`help`): that shell's completions.
+    public var completionShell: String?
 
     /// An invocation; everything but the command defaults to "not given".
     public init(

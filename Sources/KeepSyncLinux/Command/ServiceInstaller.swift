@@ -1,8 +1,9 @@
 import Glibc
 import KeepSyncCore
 
-/// `keepsync service install|uninstall`: writes or removes the user unit (and the
-/// configuration from flags), and enables it when asked.
+/// `keepsync service install|uninstall`: copies the binary to `~/.local/bin`, writes or
+/// removes the user unit (and the configuration from flags, the manual page and the
+/// completions), and enables it when asked.
 public struct ServiceInstaller {
     let invocation: Invocation
     let environment: [String: String]
@@ -28,9 +29,63 @@ public struct ServiceInstaller {
         configHome + Array("/keepsync/\(invocation.name ?? "keepsync").conf".utf8)
     }
 
-    /// The running binary's absolute path.
-    static func executablePath() -> String {
-        ProcessEnvironment.executablePath().map { String(decoding: $0, as: UTF8.self) } ?? CommandLine.arguments[0]
+    /// Where the binary, the manual page and the completions go.
+    var binDirectory: [UInt8] { home + Array("/.local/bin".utf8) }
+    var dataHome: [UInt8] {
+        if let v = environment["XDG_DATA_HOME"], v.first == "/" { return Array(v.utf8) }
+        return home + Array("/.local/share".utf8)
+    }
+
+    /// Bytes every keepsync binary holds (this constant): how an older copy is told from
+    /// another program of the same name.
+    static let executableMarker = Array("keepsync-executable: keeps a mirror identical to a source".utf8)
+
+    /// Copies the running binary to `~/.local/bin/keepsync` (atomically), so that the
+    /// service outlives the build folder; an older keepsync there is replaced, another
+    /// program of that name refused. Returns the copy's path.
+    func installBinary() throws -> [UInt8] {
+        let target = binDirectory + Array("/keepsync".utf8)
+        guard let running = ProcessEnvironment.executablePath() else {
+            throw KeepSyncError(.io, "service install: cannot find the running binary (/proc/self/exe)")
+        }
+        if (try? Sys.realPath(target)) == running { return target }
+        let bytes = try HostPaths.read(running)
+        if let existing = HostPaths.stat(target) {
+            let old = existing.kind == .regular ? try HostPaths.read(target) : []
+            if old == bytes { return target }
+            guard old.firstRange(of: Self.executableMarker) != nil else {
+                throw KeepSyncError(.configuration, "service install: \(HostPaths.display(target)) is another program, not keepsync; move it away, then install again")
+            }
+        }
+        try HostPaths.makeDirectories(binDirectory, mode: 0o755)
+        try HostPaths.writeAtomically(target, bytes, mode: 0o755)
+        LogSink.writeOut("installed \(HostPaths.display(target))\n")
+        return target
+    }
+
+    /// The manual page and the bash completions, where man and bash-completion look.
+    func installDocuments() throws {
+        for (directory, name, text) in [("/man/man1", "keepsync.1", HelpText.manual),
+                                        ("/bash-completion/completions", "keepsync", HelpText.bashCompletion)] {
+            let dir = dataHome + Array(directory.utf8)
+            try HostPaths.makeDirectories(dir, mode: 0o755)
+            try HostPaths.writeAtomically(dir + Array("/\(name)".utf8), Array(text.utf8))
+        }
+    }
+
+    /// What a user may need to do: put `~/.local/bin` in PATH; `loginctl enable-linger`
+    /// for the service to run while logged out.
+    func notes() -> String {
+        var out = ""
+        let dir = HostPaths.display(binDirectory)
+        if !(environment["PATH"] ?? "").split(separator: ":").contains(where: { $0 == dir }) {
+            out += "note: \(dir) is not in PATH (the service runs it by its full path); to type keepsync, add it to PATH\n"
+        }
+        let user = environment["USER"] ?? environment["LOGNAME"] ?? ""
+        if !user.isEmpty, HostPaths.stat(Array("/var/lib/systemd/linger/\(user)".utf8)) == nil {
+            out += "note: the service stops when you log out; to keep it running: loginctl enable-linger \(user)\n"
+        }
+        return out
     }
 
     /// Writes the unit (and the configuration from flags) and enables it when asked.
@@ -59,7 +114,9 @@ public struct ServiceInstaller {
         } else if HostPaths.stat(configFile) == nil {
             throw KeepSyncError(.configuration, "service install: no \(HostPaths.display(configFile)); give --source and --mirror to create it")
         }
-        let unit = ServiceUnit.render(executable: ServiceInstaller.executablePath(), template: invocation.name != nil)
+        let binary = try installBinary()
+        try installDocuments()
+        let unit = ServiceUnit.render(executable: HostPaths.display(binary), template: invocation.name != nil)
         try HostPaths.makeDirectories(configHome + Array("/systemd/user".utf8), mode: 0o755)
         try HostPaths.writeAtomically(unitFile, Array(unit.utf8))
         LogSink.writeOut("wrote \(HostPaths.display(unitFile))\n")
@@ -70,6 +127,7 @@ public struct ServiceInstaller {
         } else {
             LogSink.writeOut("to start it now and at every login:\n  systemctl --user daemon-reload && systemctl --user enable --now \(unitName)\n")
         }
+        LogSink.writeOut(notes())
         return .success
     }
 
