@@ -22,7 +22,7 @@ let package = Package(
             // The Swift runtime linked in: a faster cold start and ~2.5 MB less resident.
             linkerSettings: [.unsafeFlags(["-static-stdlib"])]
         ),
-        .executableTarget(name: "keepsync-bench"),
+        .executableTarget(name: "keepsync-bench", exclude: ["README.md"]),
         .target(name: "KeepSyncTestSupport", dependencies: ["KeepSyncCore"], swiftSettings: optimizedInDebug),
         .testTarget(name: "KeepSyncCoreTests", dependencies: ["KeepSyncCore", "KeepSyncTestSupport"], swiftSettings: optimizedInDebug),
         .testTarget(name: "KeepSyncLinuxTests", dependencies: ["KeepSyncCore", "KeepSyncLinux", "CKeepSyncShims", "KeepSyncTestSupport"]),

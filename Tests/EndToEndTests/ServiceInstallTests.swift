@@ -13,7 +13,8 @@ struct ServiceInstallTests {
     static func install(_ sandbox: Sandbox) throws -> ProcessResult {
         var environment = sandbox.environment
         environment["USER"] = "keepsync-test-user"
-        return try ChildProcess.run(sandbox.binary, arguments: (["service", "install"] + sandbox.paths).map(\.argumentBytes),
+        return try ChildProcess.run(sandbox.binary, arguments: (["service", "install"] + sandbox.paths
+                                                                + ["--verify-interval", "600", "--exclude", "*.o"]).map(\.argumentBytes),
                                     environment: environment, timeout: .seconds(30))
     }
 
@@ -28,6 +29,9 @@ struct ServiceInstallTests {
         #expect(try FS.readFile(copy) == FS.readFile(sandbox.binary))
         let unit = String(decoding: try FS.readFile(sandbox.home / ".config/systemd/user/keepsync.service"), as: UTF8.self)
         #expect(unit.split(separator: "\n").contains { $0 == "ExecStart=\(ByteEscaping.escape(copy)) run" }, "\(unit)")
+        // The options of run that it was given are in the configuration it wrote.
+        let config = String(decoding: try FS.readFile(sandbox.home / ".config/keepsync/keepsync.conf"), as: UTF8.self)
+        #expect(config.contains("verify_interval = 600\n") && config.contains("exclude = *.o\n"), "\(config)")
         let manual = String(decoding: try FS.readFile(sandbox.home / ".local/share/man/man1/keepsync.1"), as: UTF8.self)
         #expect(manual.hasPrefix(".TH KEEPSYNC 1"), "\(manual.prefix(200))")
         let completion = String(decoding: try FS.readFile(sandbox.home / ".local/share/bash-completion/completions/keepsync"),

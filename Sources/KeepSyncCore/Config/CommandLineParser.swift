@@ -227,8 +227,8 @@ public enum CommandLineParser {
         if inv.content, inv.command != .check, inv.command != .sync {
             throw usageError("--content is only valid with 'check' or 'sync'")
         }
-        if inv.verifyIntervalSeconds != nil, inv.command != .run {
-            throw usageError("--verify-interval is only valid with 'run'")
+        if inv.verifyIntervalSeconds != nil, inv.command != .run, inv.command != .serviceInstall {
+            throw usageError("--verify-interval is only valid with 'run' and 'service install'")
         }
         if inv.name != nil, inv.command != .serviceInstall, inv.command != .serviceUninstall {
             throw usageError("--name is only valid with 'service'")

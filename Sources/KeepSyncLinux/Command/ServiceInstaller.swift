@@ -109,6 +109,7 @@ public struct ServiceInstaller {
             if invocation.noDelete { text += "delete = false\n" }
             if let v = invocation.maxDeletePercent { text += "max_delete_percent = \(v)\n" }
             if let v = invocation.logLevel { text += "log_level = \(v.name)\n" }
+            if let v = invocation.verifyIntervalSeconds { text += "verify_interval = \(v)\n" }
             try HostPaths.writeAtomically(configFile, Array(text.utf8))
             LogSink.writeOut("wrote \(HostPaths.display(configFile))\n")
         } else if HostPaths.stat(configFile) == nil {
