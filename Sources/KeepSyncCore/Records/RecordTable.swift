@@ -27,20 +27,20 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
 
     /// In pages: a table that grows never moves them.
     private(set) var slots = Slots()
-    private var free: [UInt32] = []
-    private var arena: [UInt8] = []
-    private var garbage = 0
+    var free: [UInt32] = []
+    var arena: [UInt8] = []
+    var garbage = 0
     /// Open addressing, linear probing: slot index, -1 empty, -2 deleted.
-    private var index: [Int32] = []
-    private var deletedBuckets = 0
-    private var directories: [RelativePath] = []
-    private var directoryIndex: [RelativePath: UInt32] = [:]
+    var index: [Int32] = []
+    var deletedBuckets = 0
+    var directories: [RelativePath] = []
+    var directoryIndex: [RelativePath: UInt32] = [:]
     /// Live records and interned child directories per interned directory; one that
     /// reaches 0 is dropped and its number reused, so the table does not grow with every
     /// directory ever seen.
-    private var directoryRecords: [UInt32] = []
-    private var freeDirectories: [UInt32] = []
-    private var devices: [UInt64] = []
+    var directoryRecords: [UInt32] = []
+    var freeDirectories: [UInt32] = []
+    var devices: [UInt64] = []
     /// Live records.
     public private(set) var count = 0
     /// Regular files among them, and their total size.
@@ -228,7 +228,7 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
 
     // MARK: Storage
 
-    private func record(at i: Int, path: RelativePath) -> FileRecord {
+    func record(at i: Int, path: RelativePath) -> FileRecord {
         let s = slots[i]
         let linkStart = Int(s.nameOffset) + Int(s.nameLength)
         let link: [UInt8]? = s.bits & Slot.hasLink != 0 ? Array(arena[linkStart..<(linkStart + Int(s.linkLength))]) : nil
@@ -240,7 +240,7 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
                           mode: UInt32(s.mode), linkTarget: link, mirrorInode: s.mirrorInode, birthTime: birth)
     }
 
-    private mutating func insert(_ r: FileRecord, at path: RelativePath) {
+    mutating func insert(_ r: FileRecord, at path: RelativePath) {
         let name = path.isRoot ? [] : path.name
         let link = r.linkTarget ?? []
         precondition(name.count <= Int(UInt16.max) && link.count <= Int(UInt16.max), "name or link target too long for a record")
@@ -286,21 +286,21 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         if garbage > 4096 && garbage > arena.count / 2 { compactArena() }
     }
 
-    private mutating func account(_ i: Int) {
+    mutating func account(_ i: Int) {
         if slots[i].bits & 7 == FileKind.regular.rawValue {
             regularFiles += 1
             regularBytes &+= slots[i].size
         }
     }
 
-    private mutating func unaccount(_ i: Int) {
+    mutating func unaccount(_ i: Int) {
         if slots[i].bits & 7 == FileKind.regular.rawValue {
             regularFiles -= 1
             regularBytes &-= slots[i].size
         }
     }
 
-    private mutating func release(_ i: Int) {
+    mutating func release(_ i: Int) {
         unaccount(i)
         let d = slots[i].directory
         if d != UInt32.max { releaseDirectory(d) }
@@ -311,7 +311,7 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         if garbage > 4096 && garbage > arena.count / 2 { compactArena() }
     }
 
-    private mutating func compactArena() {
+    mutating func compactArena() {
         var fresh: [UInt8] = []
         fresh.reserveCapacity(arena.count - garbage)
         for i in slots.indices where slots[i].isLive {
@@ -326,7 +326,7 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
     /// The number of `directory`, interned if new; `adding` counts one more record in it.
     /// A new directory counts as one in its parent, interned in turn: every interned
     /// directory's ancestors are interned, so nothing lies below a path that is not.
-    private mutating func intern(_ directory: RelativePath, adding: Bool) -> UInt32 {
+    mutating func intern(_ directory: RelativePath, adding: Bool) -> UInt32 {
         let i: UInt32
         if let known = directoryIndex[directory] {
             i = known
@@ -348,7 +348,7 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
 
     /// One record or child directory fewer in directory `d`; with none left it is dropped
     /// (and counts no more in its parent).
-    private mutating func releaseDirectory(_ d: UInt32) {
+    mutating func releaseDirectory(_ d: UInt32) {
         directoryRecords[Int(d)] -= 1
         guard directoryRecords[Int(d)] == 0 else { return }
         let path = directories[Int(d)]
@@ -364,102 +364,14 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
     /// Index buckets in use: one per live record when the index is sound.
     var occupiedBuckets: Int { index.reduce(0) { $1 >= 0 ? $0 + 1 : $0 } }
 
-    private mutating func deviceIndex(_ device: UInt64) -> UInt16 {
+    mutating func deviceIndex(_ device: UInt64) -> UInt16 {
         if let i = devices.firstIndex(of: device) { return UInt16(i) }
         precondition(devices.count < Int(UInt16.max), "too many devices")
         devices.append(device)
         return UInt16(devices.count - 1)
     }
-
-    // MARK: The index
-
-    // Unsafe on purpose, for speed: names are hashed and compared in place in the arena,
-    // 8 bytes at a time, as RelativePath does (see its measurement): a safe form would copy
-    // each name out of the arena or compare byte by byte, on every lookup.
-
-    private func hash(directory: UInt32, name: UnsafeRawBufferPointer) -> Int {
-        var h = Hasher()
-        h.combine(directory)
-        h.combine(bytes: name)
-        return h.finalize()
-    }
-
-    private func hash(ofSlot i: Int) -> Int {
-        let s = slots[i]
-        return arena.withUnsafeBytes { a in
-            hash(directory: s.directory, name: UnsafeRawBufferPointer(rebasing: a[Int(s.nameOffset)..<(Int(s.nameOffset) + Int(s.nameLength))]))
-        }
-    }
-
-    private func find(_ path: RelativePath) -> UInt32? { locate(path)?.slot }
-
-    /// The bucket and slot of `path`.
-    private func locate(_ path: RelativePath) -> (bucket: Int, slot: UInt32)? {
-        guard !index.isEmpty else { return nil }
-        let directory: UInt32
-        if let parent = path.parent {
-            guard let d = directoryIndex[parent] else { return nil }
-            directory = d
-        } else {
-            directory = UInt32.max
-        }
-        let name = path.isRoot ? [] : path.name
-        return name.withUnsafeBytes { n -> (Int, UInt32)? in
-            let mask = index.count - 1
-            var b = hash(directory: directory, name: n) & mask
-            return arena.withUnsafeBytes { a -> (Int, UInt32)? in
-                while true {
-                    let v = index[b]
-                    if v == -1 { return nil }
-                    if v >= 0 {
-                        let s = slots[Int(v)]
-                        if s.directory == directory, Int(s.nameLength) == n.count,
-                           n.count == 0 || memcmpEqual(a.baseAddress! + Int(s.nameOffset), n.baseAddress!, n.count) {
-                            return (b, UInt32(v))
-                        }
-                    }
-                    b = (b + 1) & mask
-                }
-            }
-        }
-    }
-
-    private mutating func addToIndex(_ slot: Int32) {
-        if (count + deletedBuckets) * 10 >= index.count * 7 {
-            // The rebuild indexes every live slot, this new one included.
-            return rebuildIndex(capacity: Swift.max(16, (count * 2).nextPowerOfTwo))
-        }
-        let mask = index.count - 1
-        var b = hash(ofSlot: Int(slot)) & mask
-        while index[b] >= 0 { b = (b + 1) & mask }
-        if index[b] == -2 { deletedBuckets -= 1 }
-        index[b] = slot
-    }
-
-    private mutating func rebuildIndex(capacity: Int) {
-        index = Array(repeating: -1, count: capacity)
-        deletedBuckets = 0
-        let mask = capacity - 1
-        for i in slots.indices where slots[i].isLive {
-            var b = hash(ofSlot: i) & mask
-            while index[b] != -1 { b = (b + 1) & mask }
-            index[b] = Int32(i)
-        }
-    }
 }
 
-private func memcmpEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Bool {
-    var i = 0
-    while i + 8 <= n {
-        if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
-        i += 8
-    }
-    while i < n {
-        if a.load(fromByteOffset: i, as: UInt8.self) != b.load(fromByteOffset: i, as: UInt8.self) { return false }
-        i += 1
-    }
-    return true
-}
 
 extension Int {
     /// The smallest power of two not below this (1 for 0).
