@@ -159,8 +159,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var alarm: (at: Duration, task: Task<Void, Never>)?
     var woken = false
     var stopping = false
-    /// Called (on the actor) whenever something status-relevant changed.
-    var onChange: (@Sendable () -> Void)?
     /// Says why the source root cannot be trusted now, or nil when it can; given the
     /// number of recorded entries.
     let rootCheck: (@Sendable (Int) -> String?)?
@@ -205,9 +203,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     deinit {
         if ownsThread { thread.close() }
     }
-
-    /// Sets a callback run after status-relevant changes.
-    public func setOnChange(_ callback: (@Sendable () -> Void)?) { onChange = callback }
 
     /// Changes timing and options (SIGHUP).
     public func reconfigure(timing: Timing, options: SyncOptions) {

@@ -207,7 +207,6 @@ extension SyncManager {
         }
         flushRecords()
         noteIfIdle()
-        onChange?()
         if isIdle {
             let waiters = idleWaiters
             idleWaiters.removeAll()

@@ -33,7 +33,7 @@ extension SyncManager {
         let start = now
         if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
         // While the host is away changes wait (`enqueue` bounds them); only the probe runs.
-        if unreachable != nil { return onChange?() ?? () }
+        if unreachable != nil { return }
         if let since = hardLinks.since, since + timing.maxDelay <= start { queueOtherLinks() }
         for path in retries.takeDue(now: start) { pending.addIfAbsent(path, at: start) }
         let verify = !fullResyncRequested && verifyAt.map { $0 <= start } == true
@@ -148,7 +148,6 @@ extension SyncManager {
             return
         }
         resyncing = true
-        onChange?()
         defer { resyncing = false }
         let options = engine.options
         do {
@@ -244,7 +243,6 @@ extension SyncManager {
         copyQueue = []
         queued = []
         for path in copies { enqueue(path, now: now, immediately: false) }
-        onChange?()
     }
 
     /// 1 s doubling to 60 s.

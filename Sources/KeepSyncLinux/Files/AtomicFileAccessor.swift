@@ -46,13 +46,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         if cancellation.isSet { throw KeepSyncError(.io, "copy abandoned: stopping", path: path) }
     }
 
-    /// The prefix of keepsync's temp files.
-    public static let temporaryPrefix = Array(".keepsync-tmp-".utf8)
 
-    /// True for names of the form `.keepsync-tmp-` + 16 hex digits.
-    public static func isTemporaryName(_ name: [UInt8]) -> Bool {
-        TemporaryName.matches(name)
-    }
 
     /// `lstat` in the mirror, never following a link.
     public func stat(_ path: RelativePath) throws -> FileStat? { try tree.stat(path) }
@@ -236,7 +230,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// The name is in `temporaries` (without a directory) from before it exists.
     func createTemporary(in parent: FileDescriptor, path: RelativePath) throws -> (FileDescriptor, [UInt8]) {
         while true {
-            let name = AtomicFileAccessor.temporaryPrefix + Sys.randomHex16()
+            let name = TemporaryName.prefix + Sys.randomHex16()
             temporaries.withLock { $0[name] = .some(nil) }
             do throws(Errno) {
                 let fd = try Sys.open(parent, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: 0o600)
@@ -305,7 +299,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         return try tree.withParent(path) { parent, name in
             var tempName: [UInt8] = []
             while true {
-                tempName = AtomicFileAccessor.temporaryPrefix + Sys.randomHex16()
+                tempName = TemporaryName.prefix + Sys.randomHex16()
                 do throws(Errno) {
                     try Sys.makeSymlink(target: target, parent, tempName)
                     break

@@ -25,8 +25,6 @@ public final class SystemdNotifier: Notifier {
         }
     }
 
-    /// True when messages go somewhere.
-    public var isEnabled: Bool { address != nil }
 
     /// Sends `READY=1`.
     public func ready(status: String?) { send("READY=1" + (status.map { "\nSTATUS=\($0)" } ?? "")) }

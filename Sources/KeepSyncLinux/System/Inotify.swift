@@ -146,15 +146,11 @@ enum Inotify {
         return (fds[0].revents & input != 0, fds[1].revents & input != 0)
     }
 
-    /// A pipe whose ends are close-on-exec and non-blocking. (`pipe2` is not exported by
-    /// Glibc's overlay; between `pipe` and `fcntl` a concurrent fork+exec could inherit the ends.)
+    /// A pipe whose ends are close-on-exec (`Sys.pipe`, from the start) and non-blocking.
     static func makePipe() throws(Errno) -> (read: FileDescriptor, write: FileDescriptor) {
-        var ends: [Int32] = [-1, -1]
-        _ = try valueOrErrno { ends.withUnsafeMutableBufferPointer { Glibc.pipe($0.baseAddress!) } }
-        let pair = (read: FileDescriptor(rawValue: ends[0]), write: FileDescriptor(rawValue: ends[1]))
+        let pair = try Sys.pipe()
         do throws(Errno) {
             for fd in [pair.read, pair.write] {
-                _ = try valueOrErrno { fcntl(fd.rawValue, F_SETFD, FD_CLOEXEC) }
                 let flags = try valueOrErrno { fcntl(fd.rawValue, F_GETFL) }
                 _ = try valueOrErrno { fcntl(fd.rawValue, F_SETFL, flags | O_NONBLOCK) }
             }

@@ -11,30 +11,6 @@ extension Sys {
         return (FileDescriptor(rawValue: fds[0]), FileDescriptor(rawValue: fds[1]))
     }
 
-    /// `posix_spawn` of the program at `argv[0]` with our environment: stdin and stdout on
-    /// /dev/null, stderr onto `stderr`. The child's pid.
-    static func spawn(_ argv: [String], stderr: FileDescriptor) throws(Errno) -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, stderr.rawValue, 2)
-        let cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-        defer { for p in cArgs { free(p) } }
-        var pid: pid_t = 0
-        let rc = posix_spawn(&pid, argv[0], &actions, nil, cArgs, environ)
-        guard rc == 0 else { throw Errno(rawValue: rc) }
-        return pid
-    }
-
-    /// `waitpid` until the child ends: its exit status, or 128 + the signal that ended it.
-    static func waitForExit(_ pid: pid_t) throws(Errno) -> Int32 {
-        var raw: Int32 = 0
-        _ = try valueOrErrno { waitpid(pid, &raw, 0) }
-        return raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
-    }
-
     /// `getpid`.
     static func processID() -> Int32 { getpid() }
 
