@@ -424,7 +424,7 @@ extension CrashTests {
         guard FS.exists(sandbox.state / "records.snapshot") || FS.exists(sandbox.state / "records.log") else { return [] }
         let records = try JournalBookmarkStore(directory: sandbox.state, readOnly: true).load()
         var problems: [String] = []
-        for (path, record) in records.records where record.kind == .regular {
+        for (path, record) in records.table where record.kind == .regular {
             let name = ByteEscaping.escape(path.bytes)
             guard let info = FS.lstat(sandbox.mirror / path.bytes), info.kind == .regular else {
                 problems.append("\(name): recorded, missing in the mirror")

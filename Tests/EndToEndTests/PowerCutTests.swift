@@ -355,7 +355,7 @@ struct Recording {
             }
             // I5, and the records mapped onto the materialized inodes for the restart.
             var mapped = loaded
-            for (path, record) in loaded.records where record.kind == .regular {
+            for (path, record) in loaded.table where record.kind == .regular {
                 // Durable: the install of the inode it names was not undone by the cut.
                 if let i = installs[path.bytes]?.last(where: { $0 < cut && model.nodes[operations[$0].installed!.node]?.originalInode == record.mirrorInode }),
                    !kept[i] {
@@ -364,7 +364,7 @@ struct Recording {
                 let components = path.components
                 var moved = record
                 moved.mirrorInode = inodes[record.mirrorInode] ?? (UInt64.max - record.mirrorInode)
-                mapped.records[path] = moved
+                mapped.table[path] = moved
                 guard let id = model.lookup(components, in: model.mirrorRoot), model.nodes[id]?.originalInode == record.mirrorInode,
                       let node = model.nodes[id] else { continue }
                 let content = model.content(of: id, versions: versions)
@@ -378,7 +378,7 @@ struct Recording {
             // that was true of the mirror right before the cut is true after it.
             var live = start
             for op in operations[..<cut] { live.apply(op) }
-            for (path, record) in loaded.records where !path.isRoot {
+            for (path, record) in loaded.table where !path.isRoot {
                 let kind: FileModel.Kind
                 switch record.kind {
                 case .regular: kind = .file

@@ -74,7 +74,7 @@ struct RunCommandTests {
         try #require(await eventually(timeout: .seconds(10)) { synced(4_501) }, "status.json: \(Self.statusText(sandbox))")
         agent.killNow()
         let records = try JournalBookmarkStore(directory: sandbox.state, readOnly: true).load()
-        #expect(records.records.regularFiles == 4_501, "the store lost records across the compaction")
+        #expect(records.table.regularFiles == 4_501, "the store lost records across the compaction")
         #expect(try CrashTests.recordsTheMirrorDoesNotHold(sandbox).isEmpty)
         let check = try sandbox.check()
         #expect(check.status == 0 && check.stdoutText == "0 differences\n", "\(check)")

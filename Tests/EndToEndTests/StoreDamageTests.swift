@@ -146,7 +146,7 @@ struct StoreDamageTests {
 
     /// Source regular files and links the store has no record for, or an outdated one.
     static func sourceFilesWithoutMatchingRecord(_ sandbox: Sandbox) throws -> [String] {
-        let records = try JournalBookmarkStore(directory: sandbox.state, readOnly: true).load().records
+        let records = try JournalBookmarkStore(directory: sandbox.state, readOnly: true).load().table
         var missing: [String] = []
         try CrashTests.walk(sandbox.source) { path, _, info in
             guard info.kind == .regular || info.kind == .symlink else { return }

@@ -211,7 +211,7 @@ struct SyscallCrashTests {
         static func recordsThatLie(_ sandbox: Sandbox) throws -> [String] {
             let records = try JournalBookmarkStore(directory: sandbox.state, readOnly: true).load()
             var lies: [String] = []
-            for (path, record) in records.records where record.kind == .regular {
+            for (path, record) in records.table where record.kind == .regular {
                 guard let info = FS.lstat(sandbox.mirror / path.bytes), info.inode == record.mirrorInode else { continue }
                 if info.kind != .regular || info.size != Int(record.size) || info.mtimeSeconds != Int(record.mtime.seconds)
                     || info.mtimeNanoseconds != Int(record.mtime.nanoseconds) {

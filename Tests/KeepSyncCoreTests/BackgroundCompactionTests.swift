@@ -41,7 +41,7 @@ struct BackgroundCompactionTests {
 
     /// The store's record for `name`, by its size.
     static func storedSize(_ w: World, _ name: String) -> UInt64? {
-        (try? w.store.load())?.records[p(name)]?.size
+        (try? w.store.load())?.table[p(name)]?.size
     }
 
     @Test("a compaction holds the changes waiting for their append; changes made after it are appended after it")
@@ -55,8 +55,8 @@ struct BackgroundCompactionTests {
         #expect(Self.storedSize(w, "a.txt") == 3, "nothing is written before the queue runs")
         await w.manager.drainRecords()
 
-        let live = await w.manager.simulationRecords().records
-        #expect(try w.store.load().records == live)
+        let live = await w.manager.simulationRecords().table
+        #expect(try w.store.load().table == live)
         #expect(Self.storedSize(w, "a.txt") == 7)
         #expect(Self.storedSize(w, "b.txt") == 17)
         let appended = w.store.batches.dropFirst(batchesBefore).flatMap { $0 }
@@ -79,8 +79,8 @@ struct BackgroundCompactionTests {
         failing.set(false)
         await Self.rewrite(w, "b.txt", "three three three")
         await w.settle()
-        let live = await w.manager.simulationRecords().records
-        #expect(try w.store.load().records == live)
+        let live = await w.manager.simulationRecords().table
+        #expect(try w.store.load().table == live)
         #expect(Self.storedSize(w, "a.txt") == 7, "the change the failed compaction held was lost")
         #expect(await eventually(every: .zero) { await w.manager.snapshot().errors[.root] == nil })
     }
@@ -109,7 +109,7 @@ struct BackgroundCompactionTests {
         let before = w.store.compactions
         await w.manager.compactRecordsInBackground()
         #expect(w.store.compactions == before + 1)
-        #expect(try w.store.load().records == (await w.manager.simulationRecords().records))
+        #expect(try w.store.load().table == (await w.manager.simulationRecords().table))
     }
 
     @Test("a compaction that failed with nothing else to write is asked again: the status error does not outlive the fault")
@@ -128,7 +128,7 @@ struct BackgroundCompactionTests {
         let errors = await w.manager.snapshot().errors
         #expect(errors.isEmpty, "\(errors)")
         #expect(w.store.compactions == compactions + 1)
-        #expect(try w.store.load().records == (await w.manager.simulationRecords().records))
+        #expect(try w.store.load().table == (await w.manager.simulationRecords().table))
     }
 
     @Test("the seed that found it: a background compaction's barrier fails (EACCES), then nothing changes")

@@ -56,7 +56,7 @@ struct CommandTests {
         let cut = host.mirror.powerCut(.nothingKept) { false }
         #expect(cut.pending > 0, "the cut took nothing: the test saw no undurable change")
         let stored = try host.store.load()
-        for (path, record) in stored.records.map({ ($0.key, $0.value) }) where !path.isRoot {
+        for (path, record) in stored.table.map({ ($0.key, $0.value) }) where !path.isRoot {
             let node = host.mirror.node(path)
             #expect(node != nil && node!.inode == record.mirrorInode,
                     "the store claims \(path.escaped) (mirror inode \(record.mirrorInode)), the mirror holds \(node.map { "inode \($0.inode)" } ?? "nothing")")

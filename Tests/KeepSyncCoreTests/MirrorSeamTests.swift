@@ -247,7 +247,7 @@ struct MirrorSeamTests {
         #expect(calls.firstIndex(of: .makeDirectory(Self.p("d")))! < calls.firstIndex(of: .finish)!)
         // Records follow the mirror: the last thing the engine asks before appending is a barrier.
         #expect(calls.last == .barrier)
-        #expect(try store.load().records.regularFiles == Self.files.count)
+        #expect(try store.load().table.regularFiles == Self.files.count)
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
 
         mirror.calls.withLock { $0.removeAll() }
@@ -273,7 +273,7 @@ struct MirrorSeamTests {
         mirror.passes.withLock { $0.failure = KeepSyncError(.unreachable, "host unreachable: test") }
         #expect { _ = try engine.fullPass() } throws: { ($0 as? KeepSyncError)?.code == .unreachable }
         #expect(mirror.recorded.isEmpty && mirror.tree.nodes.keys.allSatisfy(\.isRoot), "the pass stopped before any change")
-        #expect(try store.load().records.count == 0)
+        #expect(try store.load().table.count == 0)
         #expect(mirror.passes.withLock { ($0.begun, $0.ended) } == (1, 0), "a pass that did not begin does not end")
 
         mirror.passes.withLock { $0.failure = nil }
@@ -430,7 +430,7 @@ struct MirrorSeamTests {
             let engine = SyncEngine(source: source, mirror: mirror, store: store, records: RecordSet(), options: SyncOptions())
             let summary = try engine.fullPass().summary
             #expect(summary.copiedFiles == 3000 && summary.errors.isEmpty, "\(summary)")
-            #expect(try store.load().records.count == 3001)
+            #expect(try store.load().table.count == 3001)
             return store.batches.map(\.count)
         }
         let local = try appends(groupFiles: 256), remote = try appends(groupFiles: 2048)
@@ -849,7 +849,7 @@ struct MirrorSeamTests {
             #expect(calls.firstIndex(of: finishing[0])! > lastInstall, "a finish came before the copies into the directories")
         }
         SyncEngineTests.assertTreesEqual(source, mirror.tree)
-        #expect(await manager.simulationRecords().records[directories[0]] != nil, "no record of a finished directory")
+        #expect(await manager.simulationRecords().table[directories[0]] != nil, "no record of a finished directory")
         await manager.stop()
     }
 }

@@ -16,7 +16,7 @@ struct PassMemoryTests {
                                 records: RecordSet(), options: SyncOptions())
         let summary = try engine.fullPass().summary
         #expect(summary.copiedFiles == 2200)
-        let table = engine.records.records
+        let table = engine.records.table
         #expect(table.count == 2221, "2200 files, 20 directories and the root")
         // Grown by appends, the slots would have doubled past the count (4096).
         #expect(table.slots.capacity < table.count + table.count / 8)

@@ -77,7 +77,7 @@ struct RecordJournalCodecTests {
             while path.count < pathLength { path.append(0x78) }
             let kind: FileKind = i % 3 == 0 ? .symlink : .regular
             let r = record(path, kind: kind, target: kind == .symlink ? [0x74, UInt8(i & 0xFF)] : nil, seed: UInt64(i))
-            set.records[r.path] = r
+            set.table[r.path] = r
         }
         return set
     }

@@ -77,6 +77,6 @@ struct RecordsFailureTests {
         let cleared = await eventually(every: .zero) { await error() == nil }
         let left = await error()
         #expect(cleared, "still \(left ?? "")")
-        #expect(try store.load().records[Self.p("d")] != nil, "the backlog went out with the next append")
+        #expect(try store.load().table[Self.p("d")] != nil, "the backlog went out with the next append")
     }
 }

@@ -130,7 +130,7 @@ struct RenameAcrossRestartTests {
         let h = try Self.stoppedAfterSync(reportsBirthTime: false, reportsGeneration: true)
         let stat = try #require(try h.source.stat(Self.p("keep/a")))
         let generation = try #require(stat.generation)
-        let record = try #require(try h.store.load().records[Self.p("keep/a")])
+        let record = try #require(try h.store.load().table[Self.p("keep/a")])
         #expect(record.birthTime == Timespec.generationStamp(generation))
     }
 

@@ -156,8 +156,8 @@ struct SimulationRegressionTests {
         await w.receive(.closedAfterWrite(Self.p("b.txt")))
         await w.settle()
 
-        let live = await w.manager.simulationRecords().records
-        let stored = (try? w.store.load().records) ?? [:]
+        let live = await w.manager.simulationRecords().table
+        let stored = (try? w.store.load().table) ?? [:]
         #expect(stored[Self.p("b.txt")] == live[Self.p("b.txt")])
         #expect(stored[Self.p("a.txt")] == live[Self.p("a.txt")], "a.txt's new record never reached the store")
 

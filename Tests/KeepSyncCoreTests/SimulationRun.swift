@@ -470,7 +470,7 @@ final class SimulationRun {
                                   executor: executor, logger: logger, thread: thread)
         self.manager = manager
         down = 0
-        note("start with \(records.records.count) records")
+        note("start with \(records.table.count) records")
         await manager.requestFullResync()
         await manager.processDue()
         await afterManagerCall("startup")
@@ -640,7 +640,7 @@ final class SimulationRun {
         let after = mirrorTree.nodes
         var checked = 0
         collecting {
-            for (path, r) in ((try? durable.load()) ?? RecordSet()).records where !path.isRoot {
+            for (path, r) in ((try? durable.load()) ?? RecordSet()).table where !path.isRoot {
                 guard let was = before[path], was.inode == r.mirrorInode, was.kind == r.kind else { continue }
                 checked += 1
                 guard let now = after[path], now.inode == was.inode, now.kind == was.kind else {
@@ -661,7 +661,7 @@ final class SimulationRun {
     /// inode number was handed out again after a power cut (ext4 reuses them): it names
     /// an object that is gone, and the planner checks kind, size and mtime before trusting.
     func checkRecordsTruthful(_ set: RecordSet, _ which: String, _ what: String) {
-        for (path, r) in set.records {
+        for (path, r) in set.table {
             guard let m = mirrorTree.node(path), m.inode == r.mirrorInode else { continue }
             let now = mirrorTree.incarnation(ofInode: m.inode)
             if let seen = recordIncarnations[path]?.first(where: { $0.record == r }) {
@@ -705,7 +705,7 @@ final class SimulationRun {
             checkRecordsTruthful(stored, "stored", "final")
         }
         for (which, set) in [("in-memory", live), ("stored", stored)] {
-            for (path, r) in set.records.sorted(by: { $0.key < $1.key }) {
+            for (path, r) in set.table.sorted(by: { $0.key < $1.key }) {
                 guard let m = mirrorTree.node(path) else {
                     violation("I5", "\(which) record of \(path.escaped) but the mirror has nothing there")
                     continue
@@ -719,13 +719,13 @@ final class SimulationRun {
             }
             let sourceNodes = source.nodes
             let mirrorNodes = mirrorTree.nodes
-            for path in mirrorNodes.keys.sorted() where set.records[path] == nil && !isIgnored(path, mirrorNodes[path]!)
+            for path in mirrorNodes.keys.sorted() where set.table[path] == nil && !isIgnored(path, mirrorNodes[path]!)
                 && !isUnderSpecial(path, sourceNodes) {
                 violation("I5", "mirror \(path.escaped) has no \(which) record after convergence")
             }
         }
-        if live.records != stored.records {
-            let diff = Set(live.records.keys).union(stored.records.keys).filter { live.records[$0] != stored.records[$0] }.sorted()
+        if live.table != stored.table {
+            let diff = Set(live.table.keys).union(stored.table.keys).filter { live.table[$0] != stored.table[$0] }.sorted()
             violation("I5", "stored records differ from the in-memory ones after convergence at \(diff.prefix(5).map(\.escaped))")
         }
     }

@@ -326,7 +326,7 @@ final class SimulationCopies: Sendable {
     private let works = Mutex<[@Sendable () -> Void]>([])
 
     func executor(limit: Int) -> CopyExecutor {
-        CopyExecutor(limit: limit, records: .held()) { [self] work in works.withLock { $0.append(work) } }
+        CopyExecutor(limit: limit, recordScheduler: .held()) { [self] work in works.withLock { $0.append(work) } }
     }
 
     var count: Int { works.withLock { $0.count } }

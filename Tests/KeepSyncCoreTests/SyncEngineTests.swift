@@ -84,8 +84,8 @@ struct SyncEngineTests {
         /// its kind with the recorded inode, and the store holds exactly the engine's records.
         func expectRecordsFollowMirror(sourceLocation: SourceLocation = #_sourceLocation) throws {
             let stored = try store.load()
-            #expect(stored.records == engine.records.records, "store and engine disagree", sourceLocation: sourceLocation)
-            for (path, record) in engine.records.records.sorted(by: { $0.key < $1.key }) {
+            #expect(stored.table == engine.records.table, "store and engine disagree", sourceLocation: sourceLocation)
+            for (path, record) in engine.records.table.sorted(by: { $0.key < $1.key }) {
                 guard let node = mirror.node(path) else {
                     Issue.record("record claims \(path.escaped) (\(record.kind)) but the mirror lacks it",
                                  sourceLocation: sourceLocation)
@@ -191,8 +191,8 @@ struct SyncEngineTests {
         #expect(summary.heldDeletes == 0)
         // Every mirrored path, the root included, has a record; the FIFO has none.
         let expected = Set(h.source.nodes.filter { $0.value.kind != .special }.keys)
-        #expect(Set(h.engine.records.records.keys) == expected)
-        #expect(h.engine.records.records[Self.p("link")]?.linkTarget == Self.bytes("a.txt"))
+        #expect(Set(h.engine.records.table.keys) == expected)
+        #expect(h.engine.records.table[Self.p("link")]?.linkTarget == Self.bytes("a.txt"))
         try h.expectRecordsFollowMirror()
     }
 
@@ -374,7 +374,7 @@ struct SyncEngineTests {
             #expect(h.mirror.node(Self.p("docs/deep/nested.bin"))?.content == (0...255).map { UInt8($0) })
             Self.assertTreesEqual(h.source, h.mirror, ignoring: isGone)
         }
-        #expect(h.engine.records.records.keys.filter(isGone) == [], "records of deleted paths are dropped")
+        #expect(h.engine.records.table.keys.filter(isGone) == [], "records of deleted paths are dropped")
         try h.expectRecordsFollowMirror()
         h.resetCounts()
         try h.pass()
@@ -392,10 +392,10 @@ struct SyncEngineTests {
         h.source.writeFile(Self.p("kept"), [1])
         let summary = try h.pass()
         #expect(summary.errors == [])
-        #expect(h.engine.records.records[ghost.path] == nil)
-        #expect(h.engine.records.records[deeper.path] == nil)
-        #expect(try h.store.load().records[ghost.path] == nil)
-        #expect(h.engine.records.records[Self.p("kept")] != nil)
+        #expect(h.engine.records.table[ghost.path] == nil)
+        #expect(h.engine.records.table[deeper.path] == nil)
+        #expect(try h.store.load().table[ghost.path] == nil)
+        #expect(h.engine.records.table[Self.p("kept")] != nil)
         try h.expectRecordsFollowMirror()
     }
 
@@ -427,7 +427,7 @@ struct SyncEngineTests {
         let after = h.mirror.nodes.filter { $0.key.bytes.starts(with: Self.bytes("cache")) || $0.key.name.ends(with: ".log") }
         #expect(after == before, "mirror content under excluded paths is untouched")
         #expect(h.mirror.count(.remove) == 0)
-        #expect(h.engine.records.records.keys.filter { $0.name.ends(with: ".log") || $0.bytes.starts(with: Self.bytes("cache")) } == [])
+        #expect(h.engine.records.table.keys.filter { $0.name.ends(with: ".log") || $0.bytes.starts(with: Self.bytes("cache")) } == [])
         try h.expectRecordsFollowMirror()
     }
 
@@ -618,7 +618,7 @@ struct SyncEngineTests {
         h.source.writeFile(Self.p(Self.tempName), Self.bytes("mine"), mode: 0o600)
         try #require(try h.pass().errors == [])
         #expect(h.mirror.node(Self.p(Self.tempName))?.content == Self.bytes("mine"))
-        #expect(h.engine.records.records[Self.p(Self.tempName)] != nil)
+        #expect(h.engine.records.table[Self.p(Self.tempName)] != nil)
         h.resetCounts()
         try h.pass()
         #expect(h.writesAndOpens == [:])
@@ -641,7 +641,7 @@ struct SyncEngineTests {
         #expect(summary.copiedFiles == 1)
         #expect(h.mirror.node(Self.p("a")) == nil)
         #expect(h.mirror.node(Self.p("b"))?.content == [2])
-        #expect(h.engine.records.records[Self.p("a")] == nil)
+        #expect(h.engine.records.table[Self.p("a")] == nil)
         try h.expectRecordsFollowMirror()
         try h.pass()
         Self.assertTreesEqual(h.source, h.mirror)
@@ -669,7 +669,7 @@ struct SyncEngineTests {
         #expect(h.mirror.count(.install) == 2)
         #expect(summary.copiedFiles == 1)
         #expect(h.mirror.node(path)?.content == Self.bytes("version 2, longer"))
-        let record = try #require(h.engine.records.records[path])
+        let record = try #require(h.engine.records.table[path])
         #expect(record.describes(source: try #require(try h.source.stat(path))))
         Self.assertTreesEqual(h.source, h.mirror)
         try h.expectRecordsFollowMirror()
@@ -693,7 +693,7 @@ struct SyncEngineTests {
         // One staged attempt in the group commit, five more on its own, one for "calm".
         #expect(h.mirror.count(.install) == 1 + 5 + 1)
         #expect(h.mirror.node(path) == nil)
-        #expect(h.engine.records.records[path] == nil)
+        #expect(h.engine.records.table[path] == nil)
         #expect(h.mirror.node(Self.p("calm"))?.content == [1])
         try h.expectRecordsFollowMirror()
     }
@@ -710,7 +710,7 @@ struct SyncEngineTests {
         #expect(summary.errors.first?.code == .noSpace)
         #expect(summary.errors.first?.path == bad)
         #expect(h.mirror.node(bad) == nil)
-        #expect(h.engine.records.records[bad] == nil, "no record claims the failed path")
+        #expect(h.engine.records.table[bad] == nil, "no record claims the failed path")
         Self.assertTreesEqual(h.source, h.mirror, ignoring: { $0 == bad })
         // The directory still gets its mode and mtime after its entries, though one failed.
         #expect(h.mirror.node(Self.p("docs"))?.mtime == h.source.node(Self.p("docs"))?.mtime)
@@ -734,14 +734,14 @@ struct SyncEngineTests {
             $0 = { op, path in op == .list && path == docs ? KeepSyncError(.permissionDenied, "open directory: Permission denied") : nil }
         }
         h.source.writeFile(Self.p("a.txt"), Self.bytes("alpha, changed"))
-        let recordsBelow = h.engine.records.records.keys.filter { $0 != docs && $0.isWithin(docs) }
+        let recordsBelow = h.engine.records.table.keys.filter { $0 != docs && $0.isWithin(docs) }
         let summary = try h.pass()
         #expect(summary.errors.map(\.path) == [docs])
         #expect(summary.errors.first?.code == .permissionDenied)
         #expect(summary.removedEntries == 0, "entries below an unreadable directory were removed")
         #expect(h.mirror.node(Self.p("docs/deep/nested.bin")) != nil)
         #expect(h.mirror.node(Self.p("a.txt"))?.content == Self.bytes("alpha, changed"), "the rest of the tree syncs")
-        let stored = try h.store.load().records
+        let stored = try h.store.load().table
         for path in recordsBelow { #expect(stored[path] != nil, "the record of \(path.escaped) was forgotten") }
 
         h.source.failure.withLock { $0 = nil }
@@ -767,7 +767,7 @@ struct SyncEngineTests {
         #expect(summary.errors.map(\.code) == [.permissionDenied])
         #expect(!operations.all.contains { $0.1 != Self.p("d") && $0.1.isWithin(Self.p("d")) }, "nothing below d attempted")
         #expect(h.mirror.node(Self.p("ok"))?.content == [3])
-        #expect(h.engine.records.records.keys.filter { $0.isWithin(Self.p("d")) } == [])
+        #expect(h.engine.records.table.keys.filter { $0.isWithin(Self.p("d")) } == [])
         try h.expectRecordsFollowMirror()
     }
 
@@ -840,7 +840,7 @@ struct SyncEngineTests {
         #expect(summary.errors == [])
         Self.assertTreesEqual(h.source, h.mirror)
         try h.expectRecordsFollowMirror()
-        #expect(h.engine.records.records[path]?.kind == h.source.node(path)?.kind)
+        #expect(h.engine.records.table[path]?.kind == h.source.node(path)?.kind)
         h.resetCounts()
         try h.pass()
         #expect(h.writesAndOpens == [:], "converged")
@@ -908,7 +908,7 @@ struct SyncEngineTests {
         let summary = try h.pass()
         #expect(summary.errors.map(\.path) == [path])
         #expect(h.mirror.node(path) == nil, "the old object was removed")
-        #expect(h.engine.records.records[path] == nil, "no record claims the removed object")
+        #expect(h.engine.records.table[path] == nil, "no record claims the removed object")
         try h.expectRecordsFollowMirror()
         h.clearFailures()
         try h.pass()
@@ -938,7 +938,7 @@ struct SyncEngineTests {
         #expect(h.mirror.count(.makeDirectory) == 0)
         #expect(h.mirror.count(.remove) == 0)
         #expect(h.source.count(.open) == 0)
-        #expect(h.engine.records.records.count == 13)
+        #expect(h.engine.records.table.count == 13)
         try h.expectRecordsFollowMirror()
     }
 

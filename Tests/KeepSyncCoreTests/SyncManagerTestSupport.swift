@@ -57,7 +57,7 @@ final class ManagerHarness {
     var installs: Int { mirror.count(.install) }
 
     /// The records the store holds (what survives a restart).
-    var storedRecords: [RelativePath: FileRecord] { (try? store.load().records.dictionary) ?? [:] }
+    var storedRecords: [RelativePath: FileRecord] { (try? store.load().table.dictionary) ?? [:] }
 
     /// Every difference between mirror and source, one line each (kind, mode, mtime,
     /// content of files, target of links), paths for which `ignoring` is true left out.

@@ -120,7 +120,7 @@ struct JournalBookmarkStoreTests {
         }
         let loaded = try Self.store(dir).load()
         #expect(loaded == Self.applying(Self.batches))
-        #expect(loaded.records[RelativePath(bytes: Self.longPath)] == Self.record(Self.longPath, seed: 3))
+        #expect(loaded.table[RelativePath(bytes: Self.longPath)] == Self.record(Self.longPath, seed: 3))
         #expect(loaded.root == FileIdentity(device: 2049, inode: 2))
         #expect(dir.names() == ["records.log"])
     }
@@ -144,7 +144,7 @@ struct JournalBookmarkStoreTests {
             }
             try await group.waitForAll()
         }
-        #expect(try Self.store(dir).load().records.count == 80)
+        #expect(try Self.store(dir).load().table.count == 80)
     }
 
     // MARK: Torn tails
@@ -164,7 +164,7 @@ struct JournalBookmarkStoreTests {
         let store = try Self.store(dir)
         let loaded = try store.load()
         #expect(loaded.wasDamaged)
-        #expect(loaded.records == Self.applying(Self.batches.dropLast()).records)
+        #expect(loaded.table == Self.applying(Self.batches.dropLast()).table)
         #expect(dir.read("records.log") == intact)
 
         try store.apply(Self.extraBatch)
@@ -336,7 +336,7 @@ struct JournalBookmarkStoreTests {
 
         let store = try Self.store(dir)
         let loaded = try store.load()
-        #expect(loaded.records.isEmpty)
+        #expect(loaded.table.isEmpty)
         #expect(loaded.root == nil)
         #expect(loaded.wasDamaged)
         #expect(try Self.store(dir).load() == loaded, "a load alone repairs nothing")
@@ -359,7 +359,7 @@ struct JournalBookmarkStoreTests {
         let store = try Self.store(dir)
         let loaded = try store.load()
         #expect(loaded.wasDamaged)
-        #expect(loaded.records == base.records)
+        #expect(loaded.table == base.table)
         try store.apply(Self.extraBatch)
         #expect(try Self.store(dir).load() == Self.applying([Self.extraBatch], to: base))
         try store.compact(base)
@@ -397,10 +397,10 @@ struct JournalBookmarkStoreTests {
                 #expect(loaded.wasDamaged, "\(what)")
             }
             if hitsSnapshot {
-                #expect(loaded.wasDamaged && loaded.records.isEmpty && loaded.root == nil, "\(what)")
+                #expect(loaded.wasDamaged && loaded.table.isEmpty && loaded.root == nil, "\(what)")
             } else {
                 // A cut at a frame boundary looks like fewer appends: any prefix is honest.
-                #expect(prefixes.contains { $0.records == loaded.records && $0.root == loaded.root }, "\(what)")
+                #expect(prefixes.contains { $0.table == loaded.table && $0.root == loaded.root }, "\(what)")
             }
             try store.apply(Self.extraBatch)
             var expected = Self.applying([Self.extraBatch], to: loaded)
@@ -421,7 +421,7 @@ struct JournalBookmarkStoreTests {
         let store = try Self.store(dir, readOnly: true)
         let loaded = try store.load()
         #expect(loaded.wasDamaged)
-        #expect(loaded.records == Self.applying([Self.batches[0]]).records)
+        #expect(loaded.table == Self.applying([Self.batches[0]]).table)
         #expect(dir.read("records.log") == torn)
         let applyError = #expect(throws: KeepSyncError.self) { try store.apply(Self.batches[1]) }
         #expect(applyError?.code == .readOnly)

@@ -63,7 +63,7 @@ extension RemoteMirrorTests {
             #expect(differences.isEmpty, "\(directories) directories, after \(what): \(differences)")
         }
         try pass("the first pass") { $0.mirrorChanges == 0 }
-        #expect(engine.records.records.count == directories / 2 * 5 + 1, "every entry recorded, the root too")
+        #expect(engine.records.table.count == directories / 2 * 5 + 1, "every entry recorded, the root too")
 
         let top = directories / 2
         let changed = String(format: "d%02d/f0", top / 4), extra = String(format: "d%02d/s/extra", top / 2)

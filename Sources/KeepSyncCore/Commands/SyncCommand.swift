@@ -107,7 +107,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
                      skipped: [RelativePath] = []) {
         var report = StatusReport(
             state: state.name, pid: host.processID, source: settings.sourceName, mirror: settings.mirrorName,
-            files: records.records.regularFiles + kept.files, bytes: records.records.regularBytes + kept.bytes, pending: 0,
+            files: records.table.regularFiles + kept.files, bytes: records.table.regularBytes + kept.bytes, pending: 0,
             lastFullSync: summary == nil ? nil : host.timestamp(), heldDeletes: summary?.heldDeletes ?? 0,
             errors: extraErrors + (summary?.errors ?? []).map { (path: ($0.path ?? .root).escaped, message: $0.message) })
         report.mirrorLimits = records.mirror?.limits

@@ -119,7 +119,7 @@ extension MirrorLimits: Hashable {
 /// What a store holds.
 public struct RecordSet: Sendable, Equatable {
     /// Records by path.
-    public var records: RecordTable
+    public var table: RecordTable
     /// The recorded source root, if any.
     public var root: FileIdentity?
     /// The recorded mirror root, if any.
@@ -128,22 +128,22 @@ public struct RecordSet: Sendable, Equatable {
     public var wasDamaged: Bool
 
     /// A record set.
-    public init(records: RecordTable = RecordTable(), root: FileIdentity? = nil, wasDamaged: Bool = false) {
-        self.records = records
+    public init(table: RecordTable = RecordTable(), root: FileIdentity? = nil, wasDamaged: Bool = false) {
+        self.table = table
         self.root = root
         self.wasDamaged = wasDamaged
     }
 
     /// A record set from a dictionary of records by path.
     public init(records: [RelativePath: FileRecord], root: FileIdentity? = nil, wasDamaged: Bool = false) {
-        self.init(records: RecordTable(records), root: root, wasDamaged: wasDamaged)
+        self.init(table: RecordTable(records), root: root, wasDamaged: wasDamaged)
     }
 
     /// Applies one change.
     public mutating func apply(_ change: RecordChange) {
         switch change {
-        case .put(let r): records[r.path] = r
-        case .remove(let p): records[p] = nil
+        case .put(let r): table[r.path] = r
+        case .remove(let p): table[p] = nil
         case .setRoot(let id): root = id
         case .setMirror(let m): mirror = m
         }

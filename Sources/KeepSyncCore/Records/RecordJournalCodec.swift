@@ -68,10 +68,10 @@ public enum RecordJournalCodec {
         }
         if let root = set.root { try add(.setRoot(root)) }
         if let mirror = set.mirror { try add(.setMirror(mirror)) }
-        try set.records.forEachInOrder { _, record in try add(.put(record)) }
+        try set.table.forEachInOrder { _, record in try add(.put(record)) }
         if count > 0 { try emit(frame(count: count, body: body)) }
         var end: [UInt8] = [tagEnd]
-        append(UInt64(set.records.count), to: &end)
+        append(UInt64(set.table.count), to: &end)
         try emit(frame(count: 1, body: end))
     }
 
@@ -129,7 +129,7 @@ public enum RecordJournalCodec {
     public static func decodeSnapshot(size: Int, reserve: Int = 0, read next: (Int) -> [UInt8]?) -> (set: RecordSet, generation: UInt64)? {
         guard let header = next(headerSize), let generation = decodeHeader(header, magic: snapshotMagic) else { return nil }
         var set = RecordSet()
-        set.records.reserveCapacity(reserve)
+        set.table.reserveCapacity(reserve)
         var consumed = headerSize
         while consumed < size {
             guard let frameHeader = next(frameHeaderSize) else { return nil }
@@ -139,7 +139,7 @@ public enum RecordJournalCodec {
                   CRC32C.checksum(payload[...]) == crc, let decoded = decodePayload(payload[...]) else { return nil }
             consumed += frameHeaderSize + Int(length)
             if let endCount = decoded.endCount {
-                guard consumed == size, endCount == UInt64(set.records.count) else { return nil }
+                guard consumed == size, endCount == UInt64(set.table.count) else { return nil }
                 return (set, generation)
             }
             for change in decoded.changes {

@@ -7,14 +7,14 @@ public struct CopyExecutor: Sendable {
     /// Copies in flight at most.
     public var limit: Int
     /// Where record writes run (nil: a serial queue of the manager's own).
-    public var records: RecordScheduler?
+    public var recordScheduler: RecordScheduler?
     let run: @Sendable (@escaping @Sendable () -> Void) -> Void
 
     /// An executor calling `run` with each copy's work (tests can hold it back).
-    public init(limit: Int, records: RecordScheduler? = nil,
+    public init(limit: Int, recordScheduler: RecordScheduler? = nil,
                 run: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
         self.limit = limit
-        self.records = records
+        self.recordScheduler = recordScheduler
         self.run = run
     }
 
@@ -26,5 +26,5 @@ public struct CopyExecutor: Sendable {
     /// Runs each copy on the caller (the manager), one at a time, and record writes too:
     /// deterministic for tests. Completions still reach the manager as the agent's do,
     /// through its inbox (`waitForCopies` waits for them).
-    public static let inline = CopyExecutor(limit: 1, records: .immediate) { work in work() }
+    public static let inline = CopyExecutor(limit: 1, recordScheduler: .immediate) { work in work() }
 }

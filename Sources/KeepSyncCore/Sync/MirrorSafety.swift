@@ -34,8 +34,8 @@ public enum MirrorSafety {
     /// `problem` for a command's settings and records; nil when `--accept-new-mirror` was given.
     public static func problem(_ settings: Settings, records: RecordSet, current: MirrorRoot?) -> String? {
         if settings.invocation.acceptNewMirror { return nil }
-        let entries = records.records.count - (records.records[.root] == nil ? 0 : 1)
+        let entries = records.table.count - (records.table[.root] == nil ? 0 : 1)
         return problem(name: settings.mirrorName, recorded: records.mirror, recordedEntries: entries,
-                       rootRecordInode: records.records[.root]?.mirrorInode, current: current)
+                       rootRecordInode: records.table[.root]?.mirrorInode, current: current)
     }
 }

@@ -29,7 +29,7 @@ public enum SourceSafety {
     /// and the records.
     public static func evaluate(sourcePath: String, root: FileStat?, rootIsEmpty: Bool, records: RecordSet,
                                 acceptNewSource: Bool, allowMassDelete: Bool) -> Verdict {
-        let recordedEntries = records.records.count - (records.records[.root] == nil ? 0 : 1)
+        let recordedEntries = records.table.count - (records.table[.root] == nil ? 0 : 1)
         let known = records.root != nil || recordedEntries > 0
         guard let root else {
             if known {

@@ -75,7 +75,7 @@ public final class SyncEngine {
             do {
                 guard let m = try stat.get(), m.kind == .directory else { continue }
                 let actions = planner.finishDirectory(path: f.path, source: f.source, mirror: m,
-                                                      record: records.records[f.path], entriesChanged: f.dirty)
+                                                      record: records.table[f.path], entriesChanged: f.dirty)
                 planned.append((PathState(path: f.path, source: f.source, record: nil, mirror: m), actions))
             } catch { report(error, path: f.path, into: &summary) }
         }
@@ -179,11 +179,11 @@ public final class SyncEngine {
         progress = PassProgress(planned: scan.plannedCopies, planComplete: true)
         // Room for the records the pass adds, made at once: the index is rebuilt once, not
         // at each doubling.
-        var adding = records.records[scan.scope] == nil ? 1 : 0
+        var adding = records.table[scan.scope] == nil ? 1 : 0
         for step in scan.steps {
             if case .path(let state, _, _) = step, state.record == nil, state.source != nil { adding += 1 }
         }
-        records.records.reserveCapacity(records.records.count + adding)
+        records.table.reserveCapacity(records.table.count + adding)
         for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &pass.summary) }
         applyAll(Self.ordered(scan), &pass)
         close(&pass, staleRecords: scan.staleRecords)
@@ -272,7 +272,7 @@ public final class SyncEngine {
             try mirror.remove(path)
             summary.removedEntries += 1
             logger.info("removed \(path.escaped)")
-            for p in records.records.paths(within: path) { change(.remove(p)) }
+            for p in records.table.paths(within: path) { change(.remove(p)) }
         case .setAttributes(let path, let mode, let mtime):
             try mirror.setAttributes(path, mode: mode, mtime: mtime)
             summary.attributesSet += 1
@@ -319,7 +319,7 @@ public final class SyncEngine {
     public func skipTooLarge(_ path: RelativePath, size: UInt64) {
         skipped[path] = Self.tooLargeReason
         if warned.insert(path).inserted { logger.warning("skipping \(path.escaped): \(Self.tooLargeReason)") }
-        if records.records[path] != nil { change(.remove(path)) }
+        if records.table[path] != nil { change(.remove(path)) }
         guard size > 0, var mirror = records.mirror, (mirror.limits.maxFileSize ?? .max) >= size else { return }
         mirror.limits.maxFileSize = size - 1
         change(.setMirror(mirror))
@@ -349,7 +349,7 @@ public final class SyncEngine {
         guard let s = try source.stat(path), s.kind == .directory,
               let m = try mirror.stat(path), m.kind == .directory else { return }
         var summary = SyncSummary()
-        for action in planner.finishDirectory(path: path, source: s, mirror: m, record: records.records[path], entriesChanged: true) {
+        for action in planner.finishDirectory(path: path, source: s, mirror: m, record: records.table[path], entriesChanged: true) {
             try execute(action, state: PathState(path: path, source: s, record: nil, mirror: m), summary: &summary)
         }
     }
@@ -358,7 +358,7 @@ public final class SyncEngine {
     /// exactly what was recorded at `from` and the source object at `to` is that same
     /// object. Returns false (nothing changed) otherwise.
     public func applyRename(from: RelativePath, to: RelativePath) throws -> Bool {
-        guard !from.isRoot, !to.isRoot, !to.isWithin(from), let record = records.records[from],
+        guard !from.isRoot, !to.isRoot, !to.isWithin(from), let record = records.table[from],
               let sourceNow = try source.stat(to), sourceNow.device == record.device, sourceNow.inode == record.inode,
               sourceNow.kind == record.kind,
               // The kind too: after a power cut the number may name another object (ext4 reuses them).
@@ -373,9 +373,9 @@ public final class SyncEngine {
             try mirror.remove(to)
         }
         try mirror.rename(from, to: to)
-        for path in records.records.paths(within: to) where !path.isWithin(from) { change(.remove(path)) }
-        for path in records.records.paths(within: from) {
-            guard let r = records.records[path] else { continue }
+        for path in records.table.paths(within: to) where !path.isWithin(from) { change(.remove(path)) }
+        for path in records.table.paths(within: from) {
+            guard let r = records.table[path] else { continue }
             var moved = r
             moved.path = path.rebased(from: from, to: to)!
             change(.remove(path))
@@ -402,7 +402,7 @@ public final class SyncEngine {
             c = .put(r)
         }
         records.apply(c)
-        if case .put(let r) = c, passWrites != nil, let slot = records.records.slotIndex(of: r.path) { passWrites?.insert(slot) }
+        if case .put(let r) = c, passWrites != nil, let slot = records.table.slotIndex(of: r.path) { passWrites?.insert(slot) }
         if recordWriter.add(c) >= recordBatch { recordWriter.flush() }
     }
 

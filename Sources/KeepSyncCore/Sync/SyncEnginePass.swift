@@ -32,7 +32,7 @@ extension SyncEngine {
         passWrites = BitSet()
         defer { passWrites = nil }
         var scan = SyncScan(scope: .root)
-        let inodes = RecordedInodes(records.records)
+        let inodes = RecordedInodes(records.table)
         let held = try walk(TreeWalk(scope: .root, inodes: inodes, holdsDirectories: true), &scan, &pass)
         let moved = walkLeftDirectories(held, inodes, &scan, &pass)
         if let writes = passWrites { scan.visitedRecords.formUnion(writes) }

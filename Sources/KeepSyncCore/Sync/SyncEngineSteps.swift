@@ -188,7 +188,7 @@ extension SyncEngine {
             do { try fixDirectory(dir) } catch { report(error, path: dir, into: &pass.summary) }
         }
         // Forget records of paths the scan no longer found (only when nothing was held or blocked).
-        for path in staleRecords where records.records[path] != nil {
+        for path in staleRecords where records.table[path] != nil {
             if pass.hold || pass.blocked.contains(where: { path.isWithin($0) }) { continue }
             change(.remove(path))
         }

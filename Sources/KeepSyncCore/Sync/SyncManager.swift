@@ -92,7 +92,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     var inFlight: [RelativePath: Bool] = [:]
     /// Record writes (syncfs, then append), in order, off the actor; a failed one is
     /// retried with the next, or after `recordRetryDelay` when nothing else comes.
-    var records: RecordWriter { engine.recordWriter }
+    var recordWriter: RecordWriter { engine.recordWriter }
     var lastAppendAt: Duration?
     /// The writer's outcome count the status last reflected.
     var seenRecordOutcomes = 0
@@ -197,7 +197,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         self.executor = executor
         self.logger = logger
         // Record writes leave the actor (the engine's, a full pass's batches, too).
-        engine.writeRecords(on: executor.records ?? .serialQueue())
+        engine.writeRecords(on: executor.recordScheduler ?? .serialQueue())
     }
 
     deinit {
@@ -317,8 +317,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Status numbers.
     public func snapshot() -> Snapshot {
         lookAtRecordWrites()
-        let files = engine.records.records.regularFiles
-        let bytes = engine.records.records.regularBytes
+        let files = engine.records.table.regularFiles
+        let bytes = engine.records.table.regularBytes
         var queuedPaths = Set(pending.paths)
         queuedPaths.formUnion(queued)
         queuedPaths.formUnion(inFlight.keys)

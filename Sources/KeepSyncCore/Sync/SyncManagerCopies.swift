@@ -156,7 +156,7 @@ extension SyncManager {
     /// the records below a removed directory are still there.
     func noteLinkedNamesGoing(_ scan: SyncScan) {
         guard !hardLinks.known.isEmpty else { return }
-        let table = engine.records.records
+        let table = engine.records.table
         for step in scan.steps {
             guard case .path(let state, let actions, _) = step, actions.contains(where: \.isDeletion) else { continue }
             for slot in table.slots(within: state.path) {
@@ -176,7 +176,7 @@ extension SyncManager {
     func queueOtherLinks() {
         guard !hardLinks.changed.isEmpty else { return }
         let copied = hardLinks.takeChanged()
-        for (path, r) in engine.records.records {
+        for (path, r) in engine.records.table {
             if let last = copied[FileIdentity(device: r.device, inode: r.inode)], last != path {
                 enqueue(path, now: now, immediately: false)
             }

@@ -26,7 +26,7 @@ extension SyncManager {
         finishRound()
         await drainRecords()
         // One more try for appends that failed.
-        if records.hasBacklog {
+        if recordWriter.hasBacklog {
             flushRecords()
             await drainRecords()
         }

@@ -14,7 +14,7 @@ extension SyncManager {
         var next = pending.nextDeadline
         let linked = hardLinks.since.map { $0 + timing.maxDelay }
         for at in [retries.nextDeadline, mirrorProbeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
-        if records.hasBacklog, let at = lastAppendAt {
+        if recordWriter.hasBacklog, let at = lastAppendAt {
             let retry = at + recordRetryDelay
             next = min(next ?? retry, retry)
         }
@@ -24,7 +24,7 @@ extension SyncManager {
     /// How long after a failed record append it is tried again when nothing else comes:
     /// 1 s, doubling up to 30 s.
     var recordRetryDelay: Duration {
-        .seconds(min(30, 1 << min(5, max(0, records.failures - 1))))
+        .seconds(min(30, 1 << min(5, max(0, recordWriter.failures - 1))))
     }
 
     /// Processes a requested full resync and every path whose deadline has passed.
@@ -140,7 +140,7 @@ extension SyncManager {
     public func fullResync(exempt: Set<RelativePath> = [], label: String = "full pass") {
         let start = now
         defer { lastFullPassAt = now }
-        if let problem = rootCheck?(engine.records.records.count - (engine.records.records[.root] == nil ? 0 : 1)) {
+        if let problem = rootCheck?(engine.records.table.count - (engine.records.table[.root] == nil ? 0 : 1)) {
             rootLost = problem
             rootError = .rootLost(problem)
             logger.error(problem)

@@ -9,7 +9,7 @@ extension SyncManager {
         unflushed = 0
         showRecordsFailure()
         retryCompaction(now: false)
-        guard records.flush(retryingBacklog: true) else { return }
+        guard recordWriter.flush(retryingBacklog: true) else { return }
         lastAppendAt = now
         // A write that ran at once (an immediate scheduler) shows its outcome now.
         showRecordsFailure()
@@ -24,7 +24,7 @@ extension SyncManager {
     func showRecordsFailure() -> Bool {
         let shown: Bool
         if case .records = rootError { shown = true } else { shown = false }
-        if let failure = records.failure {
+        if let failure = recordWriter.failure {
             rootError = .records(SyncManager.recordsError + failure.message)
         } else if shown {
             rootError = nil
@@ -36,38 +36,38 @@ extension SyncManager {
     /// Shows the writer's failure again when a write failed or recovered since the last look
     /// (status, and a compaction after its drain: where reports used to land).
     func lookAtRecordWrites() {
-        guard records.outcomes != seenRecordOutcomes else { return }
-        seenRecordOutcomes = records.outcomes
+        guard recordWriter.outcomes != seenRecordOutcomes else { return }
+        seenRecordOutcomes = recordWriter.outcomes
         showRecordsFailure()
     }
 
     /// Waits until every record write handed to the queue is done.
     public func drainRecords() async {
-        await records.drain()
+        await recordWriter.drain()
     }
 
     /// Appends queued records and rewrites the store compactly.
     public func compactRecords() async throws {
         flushRecords()
-        await records.drain()
+        await recordWriter.drain()
         lookAtRecordWrites()
-        try records.compactNow(engine.records)
+        try recordWriter.compactNow(engine.records)
     }
 
     /// Queues a rewrite of the store as the records, in turn with the appends, so that
     /// the log does not grow for as long as the agent runs; copies go on meanwhile.
     public func compactRecordsInBackground() {
         flushRecords()
-        records.compact(engine.records)
+        recordWriter.compact(engine.records)
         lastAppendAt = now
     }
 
     /// A compaction that failed (and nothing written since) is asked again, of the records
     /// as they are now: at once (`now`, a full pass), else once its retry delay passed.
     func retryCompaction(now: Bool) {
-        guard records.owesCompaction else { return }
+        guard recordWriter.owesCompaction else { return }
         if !now, let at = lastAppendAt, self.now < at + recordRetryDelay { return }
-        records.compact(engine.records)
+        recordWriter.compact(engine.records)
         lastAppendAt = self.now
         showRecordsFailure()
     }

@@ -38,7 +38,7 @@ public struct TreeScanner {
         scan.steps = steps
         pairRenames(&scan)
         if scope.isRoot { try pairDirectoryRenames(&scan) }
-        if scan.visitedRecords.count < records.records.count { findStaleRecords(&scan) }
+        if scan.visitedRecords.count < records.table.count { findStaleRecords(&scan) }
         return scan
     }
 
@@ -49,14 +49,14 @@ public struct TreeScanner {
         let unread = scan.unreadable.compactMap(\.path)
         var stale: [RelativePath] = []
         func consider(_ i: Int) {
-            guard !scan.visitedRecords.contains(i), let (path, _) = records.records.entry(atSlot: i) else { return }
+            guard !scan.visitedRecords.contains(i), let (path, _) = records.table.entry(atSlot: i) else { return }
             if path.isWithin(scope) && !unread.contains(where: { path != $0 && path.isWithin($0) }) { stale.append(path) }
         }
         // At the root every slot is a candidate: the range, not an array of a million indices.
         if scope.isRoot {
-            for i in 0..<records.records.slotCapacity { consider(i) }
+            for i in 0..<records.table.slotCapacity { consider(i) }
         } else {
-            for i in records.records.slots(within: scope) { consider(i) }
+            for i in records.table.slots(within: scope) { consider(i) }
         }
         scan.staleRecords += stale
     }
@@ -101,7 +101,7 @@ public struct TreeScanner {
             }
             let isDir = (cs ?? cm)?.kind == .directory
             if options.excludes.matches(child, isDirectory: isDir) { continue }
-            if cs == nil, TemporaryName.matches(name), records.records[child] == nil {
+            if cs == nil, TemporaryName.matches(name), records.table[child] == nil {
                 if walk.frames[f].waits { scan.steps.append(.removeTemporary(child)) } else { ready.append(.removeTemporary(child)) }
                 continue
             }
@@ -162,8 +162,8 @@ public struct TreeScanner {
     /// another case); marks its record visited.
     func plan(_ path: RelativePath, source s: FileStat?, mirror m: FileStat?, caseRename: [UInt8]?,
               _ scan: inout SyncScan) -> (PathState, [SyncAction]) {
-        let slot = records.records.slotIndex(of: path)
-        let record = slot.flatMap { records.records.value(atSlot: $0, path: path) }
+        let slot = records.table.slotIndex(of: path)
+        let record = slot.flatMap { records.table.value(atSlot: $0, path: path) }
         if let slot { scan.visitedRecords.insert(slot) }
         var state = PathState(path: path, source: s, record: record, mirror: m)
         if s?.kind == .symlink { state.sourceLink = try? source.readLink(path) }

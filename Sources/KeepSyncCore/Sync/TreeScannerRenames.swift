@@ -10,7 +10,7 @@ extension TreeScanner {
         guard let s = state.source, s.kind == .directory else { return false }
         if state.record == nil, state.mirror == nil, s.identityStamp != nil, actions == [.makeDirectory(state.path, mode: s.mode)] {
             let claimed = Set(scan.directoryRenames.map(\.from)).union(walked)
-            guard let move = try? movedDirectory(to: state.path, s, slots: inodes.directorySlots(s.inode, in: records.records), claimed: claimed)
+            guard let move = try? movedDirectory(to: state.path, s, slots: inodes.directorySlots(s.inode, in: records.table), claimed: claimed)
             else { return false }
             scan.directoryRenames.append(move)
             return true
@@ -85,7 +85,7 @@ extension TreeScanner {
     /// Finds directories renamed while nobody watched among a scan's new directories (no
     /// record, nothing in the mirror; see `movedDirectory`).
     func pairDirectoryRenames(_ scan: inout SyncScan) throws {
-        guard !records.records.isEmpty else { return }
+        guard !records.table.isEmpty else { return }
         var fresh: [(path: RelativePath, stat: FileStat)] = []
         for step in scan.steps {
             guard case .path(let state, let actions, _) = step, let s = state.source, s.kind == .directory,
@@ -95,7 +95,7 @@ extension TreeScanner {
         }
         guard !fresh.isEmpty else { return }
         var byInode: [UInt64: [Int]] = [:]
-        for slot in records.records.slots(ofKind: .directory) { byInode[slot.inode, default: []].append(slot.index) }
+        for slot in records.table.slots(ofKind: .directory) { byInode[slot.inode, default: []].append(slot.index) }
         for candidate in fresh {
             let claimed = Set(scan.directoryRenames.map(\.from))
             if let move = try movedDirectory(to: candidate.path, candidate.stat, slots: byInode[candidate.stat.inode] ?? [],
@@ -115,7 +115,7 @@ extension TreeScanner {
     /// directory's identity (they change with its entries).
     func movedDirectory(to path: RelativePath, _ stat: FileStat, slots: [Int], claimed: Set<RelativePath>) throws -> Move? {
         for slot in slots {
-            guard let (old, record) = records.records.entry(atSlot: slot), record.kind == .directory, !claimed.contains(old),
+            guard let (old, record) = records.table.entry(atSlot: slot), record.kind == .directory, !claimed.contains(old),
                   !old.isRoot, old != path, !path.isWithin(old), record.device == stat.device, record.inode == stat.inode,
                   let birth = record.birthTime, birth == stat.identityStamp,
                   !options.excludes.excludes(old, isDirectory: true) else { continue }

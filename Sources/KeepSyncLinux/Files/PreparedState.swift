@@ -22,7 +22,7 @@ struct PreparedState {
         do {
             store = try JournalBookmarkStore(directory: settings.state, heartbeat: heartbeat)
             var records = try store.load()
-            logger.debug("loaded \(records.records.count) records from \(HostPaths.display(settings.state))")
+            logger.debug("loaded \(records.table.count) records from \(HostPaths.display(settings.state))")
             if records.wasDamaged {
                 logger.warning("the records in \(HostPaths.display(settings.state)) were damaged; comparing source and mirror in full")
             }
