@@ -110,24 +110,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Failed paths, tried again on their own after a backoff (1 s doubling to 60 s);
     /// not counted as pending. A full or read-only mirror is not retried per path.
     var retries = RetryBackoff()
-    /// While the mirror is full or read-only: when to probe it next. A probe that writes
-    /// starts a full resync, which redoes what failed.
-    var mirrorProbeAt: Duration?
-    /// Blocked episodes and failed probes, counted until a minute passes without one:
-    /// the probe's backoff (0.25 s doubling to 5 s).
-    var mirrorFailures = 0
-    var lastBlockedAt: Duration?
-    /// What blocked the mirror last (`blockMirror`): full or read-only.
-    var blockedCode: KeepSyncError.Code?
+    /// Whether the mirror takes writes: available, full or read-only, or its host lost;
+    /// when to probe it next. A probe that writes starts a full resync, which redoes what
+    /// failed. While the host is lost nothing is sent; changes wait in `pending` (up to
+    /// `timing.heldWhileUnreachable` paths, then `catchUpInFull`).
+    var health = MirrorHealth()
     /// Copies in a row whose source changed during them with no event for it, per path.
     var changedDuringCopy: [RelativePath: Int] = [:]
-    /// While the mirror's host cannot be reached: why, and since when. Nothing is sent
-    /// meanwhile; changes wait in `pending` (up to `timing.heldWhileUnreachable` paths, then
-    /// `catchUpInFull`), and the probe that reaches it again starts a full pass.
-    var unreachable: (message: String, since: Duration)?
-    /// More queued paths than `timing.heldWhileUnreachable` came while the host was unreachable:
-    /// they were let go and the full pass at reconnection finds them.
-    var catchUpInFull = false
     /// When the oldest change not yet in the mirror came (nil: none waits).
     var oldestWaiting: Duration?
     var directoriesToFix: Set<RelativePath> = []
@@ -255,13 +244,13 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             if !immediately { return }
         }
         if oldestWaiting == nil { oldestWaiting = now }
-        if unreachable != nil {
+        if health.isHostLost {
             // Bounded however long the host stays away: past the limit, the full pass at
             // reconnection finds every change.
-            if catchUpInFull { return }
+            if health.catchUpInFull { return }
             if pending.count >= timing.heldWhileUnreachable {
                 pending.removeAll()
-                catchUpInFull = true
+                health.catchUpInFull = true
                 logger.info("more than \(timing.heldWhileUnreachable) changes while the mirror's host is unreachable: a full pass will find them")
                 return
             }
@@ -271,7 +260,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// Forgets when the oldest waiting change came once nothing waits.
     func noteIfIdle() {
-        if pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && unreachable == nil && !fullResyncRequested {
+        if pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !health.isHostLost && !fullResyncRequested {
             oldestWaiting = nil
         }
     }
@@ -329,6 +318,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
                         heldDeletes: heldDeletes, fullPasses: fullPasses, resyncing: resyncing,
                         copiedFiles: copiedFiles, copiedBytes: copiedBytes, passPlanned: passPlanned, passCopied: passCopied,
                         mirrorLimits: engine.records.mirror?.limits, skipped: engine.skipped.keys.sorted(),
-                        unreachable: unreachable?.message, lag: oldestWaiting.map { now - $0 })
+                        unreachable: health.hostLost?.message, lag: oldestWaiting.map { now - $0 })
     }
 }

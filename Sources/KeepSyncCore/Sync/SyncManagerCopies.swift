@@ -17,7 +17,7 @@ extension SyncManager {
     /// per file.
     func startCopies() {
         if holdingCopies { return }
-        while !copyQueue.isEmpty, !stopping, unreachable == nil {
+        while !copyQueue.isEmpty, !stopping, !health.isHostLost {
             let size: Int
             if copyQueue.count == 1 && workers < executor.limit && (workers == 0 || groupsRunning == 0) {
                 size = 1
@@ -124,8 +124,7 @@ extension SyncManager {
                 errors[path] = message
                 // A full or read-only mirror says so once an episode (`blockMirror`'s
                 // warning); its files' failures then go to debug, not again at every probe.
-                if let e = error as? KeepSyncError, Self.blocksMirror(e.code), e.code == blockedCode,
-                   let last = lastBlockedAt, now - last < .seconds(60) {
+                if let e = error as? KeepSyncError, health.isRecentBlock(e.code, now: now) {
                     logger.debug("\(path.escaped): \(message)")
                 } else {
                     logger.error("\(path.escaped): \(message)")

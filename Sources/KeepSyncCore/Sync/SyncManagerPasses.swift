@@ -8,12 +8,12 @@ extension SyncManager {
     /// `nextDeadline` in the manager's time.
     func nextDue() -> Duration? {
         // Nothing but the probe while the mirror's host cannot be reached.
-        if unreachable != nil { return mirrorProbeAt }
+        if health.isHostLost { return health.probeAt }
         if fullResyncRequested { return now }
         if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return now }
         var next = pending.nextDeadline
         let linked = hardLinks.since.map { $0 + timing.maxDelay }
-        for at in [retries.nextDeadline, mirrorProbeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
+        for at in [retries.nextDeadline, health.probeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
         if recordWriter.hasBacklog, let at = lastAppendAt {
             let retry = at + recordRetryDelay
             next = min(next ?? retry, retry)
@@ -31,9 +31,9 @@ extension SyncManager {
     public func processDue() {
         takeEvents()
         let start = now
-        if let at = mirrorProbeAt, at <= start { probeMirror(now: start) }
+        if let at = health.probeAt, at <= start { probeMirror(now: start) }
         // While the host is away changes wait (`enqueue` bounds them); only the probe runs.
-        if unreachable != nil { return }
+        if health.isHostLost { return }
         if let since = hardLinks.since, since + timing.maxDelay <= start { queueOtherLinks() }
         for path in retries.takeDue(now: start) { pending.addIfAbsent(path, at: start) }
         let verify = !fullResyncRequested && verifyAt.map { $0 <= start } == true
@@ -93,7 +93,7 @@ extension SyncManager {
             steps = 0
         }
         for (i, path) in due.enumerated() {
-            if unreachable != nil {
+            if health.isHostLost {
                 holdForHost(scans.map(\.scope), rest: due[i...], removals: removals)
                 scans = []
                 break
@@ -111,7 +111,7 @@ extension SyncManager {
             if scope.isRoot {
                 // The whole tree: a full pass, with its root check, after the scopes before it.
                 applyHeld()
-                if unreachable != nil {
+                if health.isHostLost {
                     holdForHost([], rest: due[i...], removals: removals)
                     break
                 }
@@ -126,7 +126,7 @@ extension SyncManager {
             steps += scan.scan.steps.count
             if !holdsScans || steps >= Self.roundScanSteps { applyHeld() }
         }
-        if unreachable != nil {
+        if health.isHostLost {
             holdForHost(scans.map(\.scope), rest: [], removals: removals)
             scans = []
         }
@@ -165,7 +165,7 @@ extension SyncManager {
             rootError = nil
             clearFailures(within: .root, except: summary.deferredCopies)
             // A pass that wrote without meeting a full or read-only mirror ends that state.
-            mirrorProbeAt = nil
+            health.passWrote()
             note(summary)
             for path in summary.deferredCopies { queueCopy(path) }
             directoriesToFix.formUnion(summary.deferredFinishes)
@@ -195,13 +195,10 @@ extension SyncManager {
 
     // MARK: Failures
 
-    /// True for errors that say the whole mirror takes no writes now.
-    static func blocksMirror(_ code: KeepSyncError.Code) -> Bool { code == .noSpace || code == .readOnly || code == .unreachable }
-
     /// Plans another attempt at a failed path: a probe of the mirror when it is full or
     /// read-only, else the path alone after its backoff.
     func scheduleRetry(_ path: RelativePath, _ error: any Error) {
-        if let e = error as? KeepSyncError, Self.blocksMirror(e.code) { return blockMirror(e) }
+        if let e = error as? KeepSyncError, MirrorHealth.blocks(e.code) { return blockMirror(e) }
         retries.schedule(path, now: now)
     }
 
@@ -211,31 +208,21 @@ extension SyncManager {
         retries.clear(within: scope, keep: Set(copies))
     }
 
+    /// The mirror takes no writes (full, read-only, or its host lost): reported once an
+    /// episode, then only the probe runs for it.
     func blockMirror(_ error: KeepSyncError) {
         if error.code == .unreachable { return loseHost(error) }
-        guard mirrorProbeAt == nil else { return }
-        // A mirror that fills up again soon (a file that does not fit while smaller ones
-        // do) keeps its long backoff: at most one probe and full pass per 5 s.
-        if let last = lastBlockedAt, now - last > .seconds(60) { mirrorFailures = 0 }
-        lastBlockedAt = now
-        blockedCode = error.code
+        guard health.block(error.code, now: now) else { return }
         let what = error.code == .noSpace ? "full" : "read-only"
         logger.warning("the mirror is \(what) (\(error.message)); waiting until it takes writes again")
-        mirrorProbeAt = now + probeBackoff
-        mirrorFailures += 1
         rootError = .mirrorBlocked("the mirror is \(what): \(error.message)")
     }
-
-    var probeBackoff: Duration { .milliseconds(min(5000, 250 << min(5, mirrorFailures))) }
 
     /// The mirror's host cannot be reached (or refuses the login): nothing more is tried
     /// until a probe reaches it, after 1 s, doubling to 60 s.
     func loseHost(_ error: KeepSyncError) {
-        guard unreachable == nil else { return }
-        unreachable = (error.message, now)
+        guard health.loseHost(error.message, now: now) else { return }
         if oldestWaiting == nil { oldestWaiting = now }
-        mirrorFailures = 0
-        mirrorProbeAt = now + hostBackoff
         rootError = .mirrorBlocked(error.message)
         logger.debug("\(error.message); changes wait, trying again in 1 s, then up to every 60 s")
         // Queued copies wait with the other changes (none starts until the host answers).
@@ -245,33 +232,25 @@ extension SyncManager {
         for path in copies { enqueue(path, now: now, immediately: false) }
     }
 
-    /// 1 s doubling to 60 s.
-    var hostBackoff: Duration { .seconds(min(60, 1 << min(6, mirrorFailures))) }
-
     func probeMirror(now: Duration) {
         do { try mirror.probe() } catch {
             let e = error as? KeepSyncError
-            if unreachable != nil, let e, e.code != .unreachable {
+            switch health.probeFailed(e?.code, message: e?.message, now: now) {
+            case .hostBackButBlocked:
                 // Reached, but it takes no writes: wait as for a full mirror.
-                logger.info("the mirror's host answers again, but \(e.message)")
-                unreachable = nil
-                rootError = .mirrorBlocked("the mirror takes no writes: \(e.message)")
-            } else if unreachable != nil, let e {
-                unreachable!.message = e.message
-                rootError = .mirrorBlocked(e.message)
+                logger.info("the mirror's host answers again, but \(e!.message)")
+                rootError = .mirrorBlocked("the mirror takes no writes: \(e!.message)")
+            case .stillLost:
+                if let e { rootError = .mirrorBlocked(e.message) }
+            case .stillBlocked:
+                break
             }
-            mirrorFailures += 1
-            mirrorProbeAt = now + (unreachable != nil ? hostBackoff : probeBackoff)
             logger.debug("the mirror still takes no writes: \(error)")
             return
         }
-        mirrorProbeAt = nil
         if case .mirrorBlocked = rootError { rootError = nil }
-        if let lost = unreachable {
+        if let lost = health.probeSucceeded() {
             logger.info("the mirror's host answers again after \(Self.seconds(now - lost.since)): full resync")
-            unreachable = nil
-            catchUpInFull = false
-            mirrorFailures = 0
         } else {
             logger.info("the mirror takes writes again: full resync")
         }
