@@ -113,7 +113,8 @@ struct StagedGroup: Sendable {
 
 /// A group's opened source files between its two steps: slot `i` is written by the one
 /// thread that opened file `i`, then read by the one that stages it, after the first
-/// `forEach` returned (its wait orders the two).
+/// `forEach` returned (its wait orders the two). A raw buffer, not an array: threads write
+/// distinct slots at once, which an array's copy-on-write check would race on.
 private final class OpenedFiles: @unchecked Sendable {
     private let slots: UnsafeMutableBufferPointer<Result<(any SourceFile)?, any Error>>
 

@@ -174,6 +174,7 @@ public struct RecordTable: Sequence, Equatable, Sendable, ExpressibleByDictionar
         let directoryOrder = [0] + directories.indices.sorted { directories[$0] < directories[$1] }.map { $0 + 1 }
         for g in directoryOrder {
             var members = Array(ordered[starts[g]..<starts[g + 1]])
+            // Unsafe for speed: names compared in place in the arena, no copy per compare.
             arena.withUnsafeBytes { a in
                 members.sort { x, y in
                     let sx = slots[Int(x)], sy = slots[Int(y)]

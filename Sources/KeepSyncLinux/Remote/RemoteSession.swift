@@ -98,11 +98,9 @@ public final class RemoteSession: Sendable {
         self.destination = destination
         self.rsyncPath = rsyncPath
         self.timing = timing
-        var template = Array("/tmp/keepsync-ssh-XXXXXX".utf8CString)
-        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-            throw KeepSyncError(.io, "mkdtemp for the ssh control socket: \(String(cString: strerror(errno)))")
+        do throws(Errno) { controlDirectory = try Sys.makeTemporaryDirectory(Array("/tmp/keepsync-ssh-".utf8)) } catch {
+            throw KeepSyncError(.io, "mkdtemp for the ssh control socket: \(error.text)")
         }
-        controlDirectory = template.dropLast().map { UInt8(bitPattern: $0) }
         let words = ssh.isEmpty ? [Array("ssh".utf8)] : ssh
         let ours = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=\(timing.connectSeconds)",
                     "-o", "ServerAliveInterval=\(timing.aliveInterval)", "-o", "ServerAliveCountMax=\(timing.aliveCount)",
@@ -281,7 +279,7 @@ public final class RemoteSession: Sendable {
     private func spawnStandby(_ argv: [[UInt8]]) {
         func ready(_ s: State) -> Bool {
             s.warm && !s.closed && s.masterOpen && s.standby == nil && s.sessions == 0
-                && s.masterPid.map { kill($0, 0) == 0 } ?? false
+                && s.masterPid.map { Sys.canSignal($0) } ?? false
         }
         guard state.withLock({ ready($0) }) else { return }
         let shell = rsyncShell, noMaster = Self.shellWords(sshArguments.map {
@@ -379,10 +377,10 @@ public final class RemoteSession: Sendable {
     private func killMaster(_ pid: pid_t?) {
         _ = try? spawn(sshArguments + [Array("-O".utf8), Array("exit".utf8), Array(destination.utf8)], input: [],
                        timeout: .seconds(5))
-        if let pid, pid > 1 { kill(pid, SIGTERM) }
+        if let pid, pid > 1 { Sys.send(SIGTERM, to: pid) }
         // A socket left behind would be tried (and fail) by the next ssh.
         for name in (try? Sys.readDirectoryPath(controlDirectory)) ?? [] where name.starts(with: Array("cm-".utf8)) {
-            _ = withCPath(controlDirectory + [0x2F] + name) { Glibc.unlink($0) }
+            try? Sys.unlink(.currentDirectory, controlDirectory + [0x2F] + name, directory: false)
         }
     }
 
@@ -397,7 +395,7 @@ public final class RemoteSession: Sendable {
         let pid = state.withLock { $0.masterPid }
         killMaster(pid)
         state.withLock { $0.masterOpen = false }
-        _ = withCPath(controlDirectory) { rmdir($0) }
+        try? Sys.unlink(.currentDirectory, controlDirectory, directory: true)
     }
 
     // MARK: Helpers

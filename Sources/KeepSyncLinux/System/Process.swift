@@ -17,6 +17,26 @@ extension Sys {
     /// `kill(pid, 0)`: true when the process exists, ours to signal or not.
     static func processExists(_ pid: Int32) -> Bool { kill(pid, 0) == 0 || errno == EPERM }
 
+    /// `kill(pid, 0) == 0`: the process exists and is ours to signal.
+    static func canSignal(_ pid: Int32) -> Bool { kill(pid, 0) == 0 }
+
+    /// `kill(pid, signal)`, best effort.
+    static func send(_ signal: Int32, to pid: Int32) { _ = kill(pid, signal) }
+
+    /// `mkdtemp` of `prefix` + 6 random characters (mode 0700); its path.
+    static func makeTemporaryDirectory(_ prefix: [UInt8]) throws(Errno) -> [UInt8] {
+        var template = (prefix + Array("XXXXXX".utf8)).map { CChar(bitPattern: $0) } + [0]
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else { throw Errno.current }
+        return template.dropLast().map { UInt8(bitPattern: $0) }
+    }
+
+    /// CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`).
+    static func threadCPUTime() -> Duration {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return .seconds(ts.tv_sec) + .nanoseconds(ts.tv_nsec)
+    }
+
     /// `usleep`.
     static func sleep(microseconds: UInt32) { _ = usleep(microseconds) }
 

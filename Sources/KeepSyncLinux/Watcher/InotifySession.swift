@@ -243,11 +243,7 @@ final class InotifySession: @unchecked Sendable {
     }
 
     /// CPU time of the calling thread.
-    static func threadCPUTime() -> Duration {
-        var ts = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
-        return .seconds(ts.tv_sec) + .nanoseconds(ts.tv_nsec)
-    }
+    static func threadCPUTime() -> Duration { Sys.threadCPUTime() }
 
     /// The poll timeout: the nearest move deadline, deferred retry or limit poll.
     private func timeout(_ now: ContinuousClock.Instant) -> Int32 {

@@ -311,6 +311,8 @@ final class WatchTree {
         removeFromTable(i)
     }
 
+    // Names are hashed and compared in place in the arena (raw buffers, for speed: the
+    // tree holds a name per watched directory, up to millions).
     private func bucket(parent: Int32, name: UnsafeRawBufferPointer) -> Int {
         var hasher = Hasher()
         hasher.combine(parent)
