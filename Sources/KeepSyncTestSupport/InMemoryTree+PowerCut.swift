@@ -151,6 +151,18 @@ extension InMemoryTree {
             for i in s.pending.indices where s.pending[i].needs.isEmpty && !s.pending[i].frees.isEmpty {
                 for j in 0..<i { s.pending[j].needs.subtract(s.pending[i].frees) }
             }
+            // A rename whose target name a later durable change removes or replaces: its
+            // target half is on the disk and already overwritten there; what is left of it
+            // is the removal of its source name.
+            for i in s.pending.indices {
+                guard case .rename(let from, let to, _) = s.pending[i].change, s.pending[i].targetDurable,
+                      !s.pending[i].needs.isEmpty else { continue }
+                let target = Name(directory: s.pending[i].directories[1], name: to.name)
+                guard s.pending[(i + 1)...].contains(where: { $0.needs.isEmpty && $0.names.contains(target) }) else { continue }
+                let source = s.pending[i].directories[0]
+                s.pending[i] = PendingChange(change: .remove(from), needs: s.pending[i].needs.intersection([source]),
+                                             directories: [source])
+            }
             var rest: [PendingChange] = []
             var waitingNames: Set<Name> = [], waitingDirectories: Set<UInt64> = []
             for p in s.pending {
