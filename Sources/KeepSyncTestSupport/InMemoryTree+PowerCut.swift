@@ -163,6 +163,17 @@ extension InMemoryTree {
                 s.pending[i] = PendingChange(change: .remove(from), needs: s.pending[i].needs.intersection([source]),
                                              directories: [source])
             }
+            // Likewise a file's rename whose source name a later durable change reuses: its
+            // source half is on the disk; what is left is the new entry in the target.
+            for i in s.pending.indices {
+                guard case .rename(let from, let to, let moving?) = s.pending[i].change, s.pending[i].sourceDurable,
+                      !s.pending[i].needs.isEmpty else { continue }
+                let source = Name(directory: s.pending[i].directories[0], name: from.name)
+                guard s.pending[(i + 1)...].contains(where: { $0.needs.isEmpty && $0.names.contains(source) }) else { continue }
+                let target = s.pending[i].directories[1]
+                s.pending[i] = PendingChange(change: .put(to, moving), needs: s.pending[i].needs.intersection([target]),
+                                             directories: [target])
+            }
             var rest: [PendingChange] = []
             var waitingNames: Set<Name> = [], waitingDirectories: Set<UInt64> = []
             for p in s.pending {
