@@ -75,6 +75,9 @@ extension InMemoryTree {
         /// The directories a removal deletes: once it is durable, their own entries no
         /// longer matter (a rename out of one needs only its target's fsync).
         var frees: Set<UInt64> = []
+        /// The directory a rename moves (nil for anything else): where later changes in it
+        /// land depends on whether this one landed first.
+        var moves: UInt64?
 
         /// The names it changes, each in its directory (inode).
         var names: [Name] {
@@ -141,7 +144,8 @@ extension InMemoryTree {
     /// more can. A name changes in the order its changes were made: a change waits while
     /// an earlier one of the same name in the same directory waits (a removal of a name
     /// that a rename not yet durable put there waits for that rename); a directory's
-    /// removal waits for every change in it (the renames out of it).
+    /// removal waits for every change in it (the renames out of it); a change in a directory
+    /// that an earlier rename moves waits for that rename.
     static func settleDurable(_ s: inout State) {
         var progress = true
         while progress {
@@ -175,15 +179,16 @@ extension InMemoryTree {
                                              directories: [target])
             }
             var rest: [PendingChange] = []
-            var waitingNames: Set<Name> = [], waitingDirectories: Set<UInt64> = []
+            var waitingNames: Set<Name> = [], waitingDirectories: Set<UInt64> = [], waitingMoves: Set<UInt64> = []
             for p in s.pending {
                 if p.needs.isEmpty, waitingNames.isDisjoint(with: p.names), waitingDirectories.isDisjoint(with: p.frees),
-                   p.apply(to: &s.durable!) {
+                   waitingMoves.isDisjoint(with: p.directories), p.apply(to: &s.durable!) {
                     progress = true
                 } else {
                     rest.append(p)
                     waitingNames.formUnion(p.names)
                     waitingDirectories.formUnion(p.directories)
+                    if let moved = p.moves { waitingMoves.insert(moved) }
                 }
             }
             s.pending = rest

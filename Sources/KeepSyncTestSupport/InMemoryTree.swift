@@ -83,7 +83,9 @@ public final class InMemoryTree: FileAccessorProviding {
             }
             let needs: Set<UInt64>
             if case .attributes(_, let inode, _, _) = change { needs = [inode] } else { needs = Set(directories) }
-            pending.append(PendingChange(change: change, needs: needs, directories: directories, frees: frees))
+            var moves: UInt64?
+            if case .rename(_, let to, nil) = change { moves = nodes[to]?.inode }
+            pending.append(PendingChange(change: change, needs: needs, directories: directories, frees: frees, moves: moves))
         }
     }
 
