@@ -8,8 +8,13 @@ import Synchronization
 public final class EntrySyncedSteps: FileAccessorProviding {
     /// The steps underneath.
     public let base: any FileAccessorProviding
-    /// What changed since the last barrier: files and directories whose fsync it owes.
-    private let changed = Mutex<Set<RelativePath>>([])
+    /// What the next barrier owes an fsync: files and directories changed or claimed since
+    /// the last one; and the paths a claim walked up from (their ancestors are owed already).
+    private struct Owed {
+        var entries: Set<RelativePath> = []
+        var walked: Set<RelativePath> = []
+    }
+    private let owed = Mutex(Owed())
     /// Held by the barrier under way.
     private let barriers = Mutex<Void>(())
 
@@ -22,7 +27,7 @@ public final class EntrySyncedSteps: FileAccessorProviding {
     /// threw: it may have changed them anyway); a barrier under way meanwhile may have
     /// missed them.
     private func noting<T>(_ paths: RelativePath?..., call: () throws -> T) rethrows -> T {
-        defer { changed.withLock { for case let p? in paths { $0.insert(p) } } }
+        defer { owed.withLock { for case let p? in paths { $0.entries.insert(p) } } }
         return try call()
     }
 
@@ -79,7 +84,7 @@ public final class EntrySyncedSteps: FileAccessorProviding {
         return base.publishAll(staged)
     }
     private func owePublished(_ staged: [StagedFile]) {
-        changed.withLock { for s in staged { $0.insert(s.path); $0.insert(s.path.parent!) } }
+        owed.withLock { for s in staged { $0.entries.insert(s.path); $0.entries.insert(s.path.parent!) } }
     }
     /// Removes a staged file's temp file.
     public func discard(_ staged: StagedFile) { base.discard(staged) }
@@ -90,10 +95,10 @@ public final class EntrySyncedSteps: FileAccessorProviding {
     /// A record will claim the entry (or its absence): it and every directory on the way
     /// to it are owed, whoever changed them (a killed process's change may be on no disk yet).
     public func willRecord(_ path: RelativePath) {
-        changed.withLock { set in
+        owed.withLock { o in
             var p: RelativePath? = path
-            while let q = p {
-                set.insert(q)
+            while let q = p, o.walked.insert(q).inserted {
+                o.entries.insert(q)
                 p = q.parent
             }
         }
@@ -106,14 +111,14 @@ public final class EntrySyncedSteps: FileAccessorProviding {
     /// meanwhile waits for the next; an fsync that fails leaves it and the rest owed.
     public func barrier() throws {
         try barriers.withLock { _ in
-            let paths = changed.withLock { set in
-                defer { set.removeAll() }
-                return set
+            let paths = owed.withLock { o in
+                defer { o = Owed() }
+                return o.entries
             }
             let ordered = paths.sorted { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }
             for (i, path) in ordered.enumerated() {
                 do { try base.syncEntry(path) } catch {
-                    changed.withLock { $0.formUnion(ordered[i...]) }
+                    owed.withLock { $0.entries.formUnion(ordered[i...]) }
                     throw error
                 }
             }

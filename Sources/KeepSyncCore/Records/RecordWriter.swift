@@ -97,9 +97,14 @@ public final class RecordWriter: Sendable {
     /// stop, a command's end): a barrier first, since records follow the mirror. Throws
     /// when either fails; the store then keeps what it held.
     public func compactNow(_ set: RecordSet) throws {
+        try compactDurably(set)
+        clearBacklog()
+    }
+
+    /// Records follow the mirror: what they describe is made durable first.
+    private func compactDurably(_ set: RecordSet) throws {
         try mirror.barrier()
         try store.compact(set)
-        clearBacklog()
     }
 
     /// True when changes (or a failed compaction) wait for a retry.
@@ -152,9 +157,7 @@ public final class RecordWriter: Sendable {
         do {
             if let compaction {
                 do {
-                    // Records follow the mirror: what they describe is made durable first.
-                    try mirror.barrier()
-                    try store.compact(compaction.set)
+                    try compactDurably(compaction.set)
                     recovered = succeeded()
                 } catch {
                     batch = compaction.covered + handed
