@@ -89,6 +89,12 @@ extension InMemoryTree {
             }
         }
 
+        /// The names whose entries it replaces or removes (a rename: its target only).
+        var overwrites: [Name] {
+            if case .rename = change { return [names[1]] }
+            return names
+        }
+
         /// For a rename: its target directory was fsynced (the new name is on the disk).
         var targetDurable: Bool {
             if case .rename = change { return !needs.contains(directories[1]) }
@@ -157,12 +163,13 @@ extension InMemoryTree {
             }
             // A rename whose target name a later durable change removes or replaces: its
             // target half is on the disk and already overwritten there; what is left of it
-            // is the removal of its source name.
+            // is the removal of its source name. (A later rename away from that name moves
+            // what this one put there: it waits for this one instead.)
             for i in s.pending.indices {
                 guard case .rename(let from, let to, _) = s.pending[i].change, s.pending[i].targetDurable,
                       !s.pending[i].needs.isEmpty else { continue }
                 let target = Name(directory: s.pending[i].directories[1], name: to.name)
-                guard s.pending[(i + 1)...].contains(where: { $0.needs.isEmpty && $0.names.contains(target) }) else { continue }
+                guard s.pending[(i + 1)...].contains(where: { $0.needs.isEmpty && $0.overwrites.contains(target) }) else { continue }
                 let source = s.pending[i].directories[0]
                 s.pending[i] = PendingChange(change: .remove(from), needs: s.pending[i].needs.intersection([source]),
                                              directories: [source])
@@ -213,6 +220,13 @@ extension InMemoryTree {
         }
     }
 
+    /// The directory renames power cuts lost (`from` is where the directory stayed): a
+    /// change inside the directory that a cut kept lands under `from`, not `to`. Entries
+    /// live in their directory's inode, whatever name the disk kept for it.
+    public var directoryRenamesLost: [(from: RelativePath, to: RelativePath)] {
+        state.withLock { $0.lostDirectoryRenames }
+    }
+
     /// What a power cut keeps of the changes no barrier made durable.
     public enum PowerCut: String, Sendable, CaseIterable {
         /// Nothing since the last barrier.
@@ -259,6 +273,8 @@ extension InMemoryTree {
                 if keeps {
                     _ = p.apply(to: &nodes)
                     kept += 1
+                } else if case .rename(let from, let to, nil) = p.change {
+                    s.lostDirectoryRenames.append((from, to))
                 }
             }
             var lostInodes: Set<UInt64> = []

@@ -69,6 +69,8 @@ public final class InMemoryTree: FileAccessorProviding {
         var durable: [RelativePath: Node]?
         var pending: [PendingChange] = []
         var volatileData: Set<UInt64> = []
+        /// Directory renames power cuts lost while they kept changes inside the directory.
+        var lostDirectoryRenames: [(from: RelativePath, to: RelativePath)] = []
 
         mutating func record(_ change: Change, frees: Set<UInt64> = []) {
             guard durable != nil else { return }

@@ -69,11 +69,12 @@ struct SimulationRegressionTests {
     }
 
     /// Replays a seed and expects `invariant` to hold (the bug broke it).
-    static func expectInvariantsHold(_ seed: UInt64, steps: Int?,
+    static func expectInvariantsHold(_ seed: UInt64, steps: Int?, perFileSync: Bool? = nil,
                                      brokenToday invariant: String, sourceLocation: SourceLocation = #_sourceLocation) async {
-        let outcome = await SimulationRun(seed: seed, steps: steps).run()
+        let outcome = await SimulationRun(seed: seed, steps: steps, perFileSync: perFileSync).run()
+        let forced = perFileSync.map { " KEEPSYNC_SIM_PER_FILE_SYNC=\($0 ? 1 : 0)" } ?? ""
         #expect(!outcome.violations.contains { $0.hasPrefix(invariant) },
-                "\(outcome.violations.joined(separator: "\n"))\nreplay: KEEPSYNC_SIM_SEED=\(seed)\(steps.map { " KEEPSYNC_SIM_STEPS=\($0)" } ?? "") swift test --filter SimulationTests",
+                "\(outcome.violations.joined(separator: "\n"))\nreplay: KEEPSYNC_SIM_SEED=\(seed)\(steps.map { " KEEPSYNC_SIM_STEPS=\($0)" } ?? "")\(forced) swift test --filter SimulationTests",
                 sourceLocation: sourceLocation)
     }
 
@@ -241,5 +242,21 @@ struct SimulationRegressionTests {
         // lost the install. The model put the old bytes at `d`, which no disk can: the
         // rename's entry names the inode it moved (the new file), whatever `g h` kept.
         await Self.expectInvariantsHold(796_609_590_961, steps: nil, brokenToday: "I2")
+    }
+
+    @Test("model F: on a per-file-sync mirror, a directory moved in and out again across a crash keeps its tree")
+    func directoryMovedOnAcrossACrash() async {
+        // `fÿþ` moved to `d/-n` (its target half durable, its source's fsync lost with the
+        // killed process), then `d/-n` moved on: the model took the second move for an
+        // overwrite of the first one's target and dropped the directory and its files.
+        await Self.expectInvariantsHold(796_624_503_408, steps: nil, perFileSync: true, brokenToday: "I9")
+    }
+
+    @Test("model F: a cut that loses a directory's rename and keeps a link made inside it lands the link under the old name")
+    func entryUnderADirectorysOldName() async {
+        // `café` renamed to `g h`, then `g h/-n` made: the cut lost the rename (the root's
+        // fsync) and kept the link (its directory's). The link is the version `g h/-n` held,
+        // in the directory's inode, under the name the disk kept; the restart removes it.
+        await Self.expectInvariantsHold(796_624_498_082, steps: nil, perFileSync: true, brokenToday: "I2")
     }
 }

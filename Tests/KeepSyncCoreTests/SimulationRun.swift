@@ -154,7 +154,8 @@ final class SimulationRun {
     /// Where the manager's own tasks run (nil: the global pool).
     let thread: ManagerThread?
 
-    init(seed: UInt64, steps: Int? = nil, verbose: Bool = false, thread: ManagerThread? = nil) {
+    /// `perFileSync` forces the mirror's kind (nil: as the environment or the seed says).
+    init(seed: UInt64, steps: Int? = nil, perFileSync: Bool? = nil, verbose: Bool = false, thread: ManagerThread? = nil) {
         self.seed = seed
         self.verbose = verbose
         self.thread = thread
@@ -163,7 +164,7 @@ final class SimulationRun {
         cuts = SplitMix64(seed: seed, stream: 7)
         var settings = SimulationSettings(&rng, steps: steps)
         var syncs = SplitMix64(seed: seed, stream: 8)
-        settings.perFileSync = Self.perFileSyncForced ?? syncs.chance(0.3)
+        settings.perFileSync = perFileSync ?? Self.perFileSyncForced ?? syncs.chance(0.3)
         self.settings = settings
         mirrorTree = InMemoryTree(device: 2, syncfsReaches: !settings.perFileSync)
         power = SimulationPower(seed: seed)
@@ -614,16 +615,22 @@ final class SimulationRun {
     /// I2 (and the mirror half of I3): every file and link in the mirror is a complete
     /// copy of some version of its source file; nothing excluded or special appears.
     func checkMirrorFilesAreVersions(_ what: String) {
+        // A cut that lost a directory's rename and kept a change inside it lands that
+        // change under the directory's old name: it is the version the new name held.
+        let lost = mirrorTree.directoryRenamesLost
+        func names(_ path: RelativePath) -> [RelativePath] {
+            [path] + lost.compactMap { path != $0.from ? path.rebased(from: $0.from, to: $0.to) : nil }
+        }
         for (path, node) in mirrorTree.nodes {
             if TemporaryName.matches(path.name) && !history.wasEverInSource(path) { continue }
             if options.excludes.excludes(path, isDirectory: node.kind == .directory) {
                 violation("I3", "excluded \(path.escaped) appeared in the mirror (\(what))")
             }
             switch node.kind {
-            case .regular where !history.isVersion(node.content, at: path):
+            case .regular where !names(path).contains(where: { history.isVersion(node.content, at: $0) }):
                 let preview = String(decoding: node.content.prefix(40), as: UTF8.self)
                 violation("I2", "mirror \(path.escaped) holds \(node.content.count) bytes \"\(preview)\" that no source file at that path ever held (\(what))")
-            case .symlink where !history.isTarget(node.target, at: path):
+            case .symlink where !names(path).contains(where: { history.isTarget(node.target, at: $0) }):
                 violation("I2", "mirror link \(path.escaped) -> \(ByteEscaping.escape(node.target)) never existed in the source (\(what))")
             case .special:
                 violation("I2", "mirror \(path.escaped) is a special file (\(what))")
