@@ -291,7 +291,7 @@ struct MirrorSeamTests {
         let mirror = RecordingMirror()
         let store = InMemoryStore()
         let engine = SyncEngine(source: source, mirror: mirror, store: store, records: RecordSet(), options: SyncOptions())
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .inline)
+        let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .inline)
         await manager.requestFullResync()
         await manager.processDue()
         await manager.waitForCopies()
@@ -310,7 +310,7 @@ struct MirrorSeamTests {
         for name in names { source.writeFile(name, Array("bytes of \(name.escaped)".utf8)) }
         let mirror = RecordingMirror(readDelay: .milliseconds(5))
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ContinuousClock(), executor: .inline)
+        let manager = SyncManager(engine: engine, clock: ContinuousClock(), executor: .inline)
         // All 300 wait in the stream before the manager takes any, as behind a slow round.
         let (events, feed) = AsyncStream<WatchEvent>.makeStream()
         for name in names { feed.yield(.closedAfterWrite(name)) }
@@ -482,7 +482,7 @@ struct MirrorSeamTests {
         let mirror = RecordingMirror(concurrentGroups: 4)
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         let clock = ManualClock()
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
         for name in names { await manager.receive(.closedAfterWrite(name)) }
         await manager.processDue()
         await manager.waitForCopies()
@@ -500,7 +500,7 @@ struct MirrorSeamTests {
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         _ = try engine.fullPass()
         let clock = ManualClock()
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
         var events: [WatchEvent] = []
         for d in 0..<150 {
             let dir = Self.p(String(format: "new%03d", d))
@@ -538,7 +538,7 @@ struct MirrorSeamTests {
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         _ = try engine.fullPass()
         let clock = ManualClock()
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
         let before = mirror.recorded.count
         for (i, d) in dirs.enumerated() {
             source.modify(d) { $0.mtime = Timespec(seconds: 1_700_000_000 + Int64(i), nanoseconds: 5) }
@@ -566,7 +566,7 @@ struct MirrorSeamTests {
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         _ = try engine.fullPass()
         let clock = ManualClock()
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
         // `p/a` changes its mtime and loses `x` to `p/c`: one scope `p`; `q` is the second.
         try source.rename(Self.p("p/a/x"), to: Self.p("p/c/x"))
         source.modify(Self.p("q")) { $0.mode = 0o700 }
@@ -590,7 +590,7 @@ struct MirrorSeamTests {
         let mirror = RecordingMirror(batchesEntries: true, groupFiles: 2048)
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         _ = try engine.fullPass()
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .dispatch(limit: 4))
+        let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .dispatch(limit: 4))
         for d in 0..<3 {
             let dir = Self.p("big\(d)")
             source.makeDirectory(dir)
@@ -615,7 +615,7 @@ struct MirrorSeamTests {
         let mirror = RecordingMirror(batchesEntries: true)
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         _ = try engine.fullPass()
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .dispatch(limit: 4))
+        let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .dispatch(limit: 4))
         source.makeDirectory(Self.p("top"))
         for sub in ["a", "b", "c"] {
             source.makeDirectory(Self.p("top/\(sub)"))
@@ -649,7 +649,7 @@ struct MirrorSeamTests {
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: records, options: SyncOptions())
         _ = try engine.fullPass()
         try source.rename(Self.p("photo.jpg"), to: Self.p("Photo.JPG"))
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .dispatch(limit: 4))
+        let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .dispatch(limit: 4))
         // Not a live rename (say the old name was still settling): both names come due.
         await manager.receive(.closedAfterWrite(Self.p("Photo.JPG")))
         await manager.receive(.closedAfterWrite(Self.p("photo.jpg")))
@@ -694,7 +694,7 @@ struct MirrorSeamTests {
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         _ = try engine.fullPass()
         let clock = ManualClock()
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
         for d in ["a", "b", "c"] { source.writeFile(Self.p("\(d)/new"), Array(d.utf8)) }
         // Gone when the round looks at `b/new`, after it scanned `a/new`.
         Self.loseHost(mirror, at: Self.p("b/new"))
@@ -734,7 +734,7 @@ struct MirrorSeamTests {
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         _ = try engine.fullPass()
         let clock = ManualClock()
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 4))
+        let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
         // `rm -r a/big` seen live (most of the mirror: the brake holds it when not seen
         // live), and a change that makes `a` a scope covering it, all due in one round.
         source.delete(Self.p("a/big"))
@@ -767,7 +767,7 @@ struct MirrorSeamTests {
         mirror.installGate.withLock { $0 = gate }
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         let clock = ManualClock()
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .dispatch(limit: 2))
+        let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 2))
         for name in names { await manager.receive(.closedAfterWrite(name)) }
         await manager.processDue()
         let copying = await manager.inFlight.count
@@ -803,7 +803,7 @@ struct MirrorSeamTests {
             let gate = DispatchSemaphore(value: 0)
             mirror.installGate.withLock { $0 = gate }
             let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
-            let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .dispatch(limit: 2))
+            let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .dispatch(limit: 2))
             for name in names { await manager.receive(.closedAfterWrite(name)) }
             await manager.processDue()
             #expect(await !manager.inFlight.isEmpty, "no copy under way")
@@ -828,7 +828,7 @@ struct MirrorSeamTests {
         let mirror = RecordingMirror(batchesEntries: true)
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
         let clock = ManualClock()
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: clock, executor: .inline)
+        let manager = SyncManager(engine: engine, clock: clock, executor: .inline)
         for d in directories { await manager.receive(.changed(d)) }
         clock.advance(by: .milliseconds(50))
         await manager.processDue()

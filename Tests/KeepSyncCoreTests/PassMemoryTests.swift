@@ -32,7 +32,7 @@ struct PassMemoryTests {
         let mirror = LocalMirror(InMemoryTree(device: 2))
         let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(),
                                 options: SyncOptions())
-        let manager = SyncManager(engine: engine, source: source, mirror: mirror, clock: ManualClock(), executor: .inline)
+        let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .inline)
         await manager.requestFullResync()
         await manager.processDue()
         await manager.waitForCopies()

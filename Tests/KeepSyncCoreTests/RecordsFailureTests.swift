@@ -35,7 +35,7 @@ struct RecordsFailureTests {
         let source = InMemoryTree(device: 1), mirror = InMemoryTree(device: 2), store = GatedStore()
         let clock = ManualClock(), copies = HeldCopies()
         let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: RecordSet(), options: SyncOptions())
-        let manager = SyncManager(engine: engine, source: source, mirror: LocalMirror(mirror), clock: clock, executor: copies.executor)
+        let manager = SyncManager(engine: engine, clock: clock, executor: copies.executor)
         func error() async -> String? { await manager.snapshot().errors[.root] }
         func write(_ name: String) async {
             source.writeFile(Self.p(name), Array(name.utf8))

@@ -29,7 +29,7 @@ struct SimulationRegressionTests {
                                 _ options: SyncOptions, _ executor: CopyExecutor) -> SyncManager<ManualClock> {
             let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: (try? store.load()) ?? RecordSet(),
                                     options: options)
-            return SyncManager(engine: engine, source: source, mirror: LocalMirror(mirror), clock: clock,
+            return SyncManager(engine: engine, clock: clock,
                                timing: SimulationRun.timing, executor: executor)
         }
 

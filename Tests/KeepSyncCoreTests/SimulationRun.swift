@@ -467,7 +467,7 @@ final class SimulationRun {
         let local = LocalMirror(mirror, limits: settings.perFileSync ? Self.fuseLimits : .none)
         let engine = SyncEngine(source: source, mirror: local, store: store, records: records, options: options, logger: logger)
         let executor = settings.heldCopies.map { copies.executor(limit: $0) } ?? .inline
-        let manager = SyncManager(engine: engine, source: source, mirror: local, clock: clock, timing: Self.timing,
+        let manager = SyncManager(engine: engine, clock: clock, timing: Self.timing,
                                   executor: executor, logger: logger, thread: thread)
         self.manager = manager
         down = 0

@@ -27,7 +27,7 @@ final class ManagerHarness {
                                                     heldWhileUnreachable: heldWhileUnreachable)
         let local = LocalMirror(mirror, changedCopyRetries: changedCopyRetries)
         let engine = SyncEngine(source: source, mirror: local, store: store, records: RecordSet(), options: options)
-        manager = SyncManager(engine: engine, source: source, mirror: local, clock: clock, timing: timing,
+        manager = SyncManager(engine: engine, clock: clock, timing: timing,
                               executor: executor, logger: logger)
     }
 

@@ -293,7 +293,7 @@ extension LiveMirrorTests {
             let mirrorTree = try AtomicFileAccessor(rootPath: mirror)
             let store = try JournalBookmarkStore(directory: state)
             let engine = SyncEngine(source: racing, mirror: LocalMirror(mirrorTree), store: store, records: try store.load(), options: SyncOptions())
-            manager = SyncManager(engine: engine, source: racing, mirror: LocalMirror(mirrorTree), clock: clock, timing: .init(), executor: .inline)
+            manager = SyncManager(engine: engine, clock: clock, timing: .init(), executor: .inline)
         }
 
         deinit { try? ScratchDirectory.removeTree(root) }
@@ -508,7 +508,7 @@ extension LiveMirrorTests {
             // (an overflow rescan rightly holds that); the brake has its own tests.
             let engine = SyncEngine(source: sourceTree, mirror: LocalMirror(mirrorTree), store: store, records: records,
                                     options: SyncOptions(maxDeletePercent: 100), logger: logger)
-            let manager = SyncManager(engine: engine, source: sourceTree, mirror: LocalMirror(mirrorTree), clock: ContinuousClock(),
+            let manager = SyncManager(engine: engine, clock: ContinuousClock(),
                                       timing: .init(), executor: .dispatch(limit: 4), logger: logger)
             let watcher = InotifyWatcher(rootPath: source, logger: logger)
             let events = try watcher.start(excluding: .none)

@@ -286,7 +286,7 @@ extension RemoteMirrorTests {
         let clock = ManualClock()
         let engine = SyncEngine(source: f.sourceFS, mirror: f.mirror, store: InMemoryStore(), records: RecordSet(),
                                 options: SyncOptions())
-        let manager = SyncManager(engine: engine, source: f.sourceFS, mirror: f.mirror, clock: clock, timing: .init(),
+        let manager = SyncManager(engine: engine, clock: clock, timing: .init(),
                                   executor: .inline)
         await manager.fullResync()
         await manager.waitForCopies()

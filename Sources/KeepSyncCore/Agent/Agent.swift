@@ -157,7 +157,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         engine.scanIO = copies.scanIO
         engine.heartbeat = heartbeat
         let host = self.host, settings = self.settings, identity = records.root, mirror = records.mirror
-        let manager = SyncManager(engine: engine, source: trees.source, mirror: trees.mirror, clock: clock,
+        let manager = SyncManager(engine: engine, clock: clock,
                                   timing: timing, executor: copies.executor, logger: logger, io: copies.io,
                                   rootCheck: { entries in
                                       Agent.rootProblem(host: host, settings: settings, identity: identity,

@@ -70,9 +70,8 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         }
     }
 
+    /// How each change is applied: the mirror, the source and the records are its.
     let engine: SyncEngine
-    let source: any FileSystemProviding
-    let mirror: any MirrorProviding
     let clock: C
     /// When the manager was made: its own times (deadlines, the queues') count from here,
     /// as plain durations, so that handling an event builds no generic type at run time.
@@ -168,8 +167,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     public nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
 
     /// A manager over the given engine's seams, on `thread` (nil: a thread of its own).
-    public init(engine: sending SyncEngine, source: any FileSystemProviding, mirror: any MirrorProviding,
-                clock: C, timing: Timing = Timing(), executor: CopyExecutor, logger: Logger = .silent,
+    public init(engine: sending SyncEngine, clock: C, timing: Timing = Timing(), executor: CopyExecutor, logger: Logger = .silent,
                 io: ParallelIO = .serial, rootCheck: (@Sendable (Int) -> String?)? = nil,
                 thread: ManagerThread? = nil) {
         self.thread = thread ?? ManagerThread()
@@ -177,8 +175,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         self.rootCheck = rootCheck
         self.io = io
         self.engine = engine
-        self.source = source
-        self.mirror = mirror
         self.clock = clock
         origin = clock.now
         self.timing = timing

@@ -17,14 +17,15 @@ extension SyncManager {
     /// per file.
     func startCopies() {
         if holdingCopies { return }
+        let shape = engine.copyShape
         while !copyQueue.isEmpty, !stopping, !health.isHostLost {
             let size: Int
             if copyQueue.count == 1 && workers < executor.limit && (workers == 0 || groupsRunning == 0) {
                 size = 1
-            } else if workers < min(mirror.concurrentGroups, executor.limit) {
+            } else if workers < min(shape.concurrentGroups, executor.limit) {
                 // What waits, shared among the free group slots (at most `groupFiles` each).
-                let free = min(mirror.concurrentGroups, executor.limit) - workers
-                size = min(mirror.groupFiles, (copyQueue.count + free - 1) / free)
+                let free = min(shape.concurrentGroups, executor.limit) - workers
+                size = min(shape.groupFiles, (copyQueue.count + free - 1) / free)
             } else {
                 break
             }
@@ -36,10 +37,8 @@ extension SyncManager {
             }
             workers += 1
             if size > 1 { groupsRunning += 1 }
-            let source = self.source, mirror = self.mirror, logger = self.logger, io = self.io
-            executor.run {
-                self.hand(mirror.install(group, from: source, io: io, logger: logger))
-            }
+            let job = engine.copyJob(group, io: io)
+            executor.run { self.hand(job.run()) }
         }
     }
 
@@ -93,7 +92,7 @@ extension SyncManager {
                 unflushed += 1
             }
         case .failure(let error):
-            let current = (try? source.stat(path)) ?? nil
+            let current = engine.sourceStat(path)
             if stopping {
                 logger.debug("\(path.escaped): copy abandoned on stop")
             } else if let e = error as? KeepSyncError, e.code == .unreachable {
@@ -189,14 +188,14 @@ extension SyncManager {
             queueOtherLinks()
             let dirs = directoriesToFix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 })
             do {
-                if !dirs.isEmpty { try mirror.beginReads(trees: [], stats: dirs) }
+                if !dirs.isEmpty { try engine.beginRound(trees: [], stats: dirs) }
                 for error in engine.fixDirectories(dirs) { logger.debug("\(error.path?.escaped ?? "."): \(error)") }
                 directoriesToFix.removeAll()
             } catch {
                 // Its host is away: the full pass at its return fixes them.
                 blockMirror((error as? KeepSyncError) ?? KeepSyncError(.unreachable, "\(error)"))
             }
-            if !dirs.isEmpty { mirror.endReads() }
+            if !dirs.isEmpty { engine.endRound() }
             // A big pass's queues keep their capacity when emptied: let it go with them.
             if copyQueue.capacity > 1024 || queued.capacity > 1024 || inFlight.capacity > 1024 {
                 copyQueue = []

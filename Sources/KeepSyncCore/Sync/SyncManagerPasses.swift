@@ -71,14 +71,14 @@ extension SyncManager {
             startCopies()
         }
         // The mirror reads what the round looks at at once (a remote one: one round trip).
-        do { try mirror.beginReads(trees: due.filter { !$0.isRoot }, stats: []) } catch {
+        do { try engine.beginRound(trees: due.filter { !$0.isRoot }) } catch {
             // Its host is away: the round waits for it.
             let removals = Set(liveRemovals)
             for path in due { enqueue(path, now: start, immediately: false, removal: removals.contains(path)) }
             blockMirror((error as? KeepSyncError) ?? KeepSyncError(.unreachable, "\(error)"))
             return finishRound()
         }
-        defer { mirror.endReads() }
+        defer { engine.endRound() }
         // The scopes are all scanned before any is applied (up to `roundScanSteps`), so a
         // batching mirror makes their new directories in one call. Not where the mirror
         // folds case: two scopes may name one place there (a case-only rename), and each
@@ -99,15 +99,15 @@ extension SyncManager {
                 break
             }
             // A due directory's scan covers the due paths below it.
-            if let last, path != last, path.isWithin(last), (try? source.stat(last))?.kind == .directory { continue }
+            if let last, path != last, path.isWithin(last), engine.sourceKind(last) == .directory { continue }
             // A file whose copy is queued or under way: that copy takes it (one under way goes
             // again once it ends). Looking at it now would only ask the mirror again.
-            if inFlight[path] != nil || queued.contains(path), (try? source.stat(path))??.kind == .regular {
+            if inFlight[path] != nil || queued.contains(path), engine.sourceKind(path) == .regular {
                 if inFlight[path] != nil { inFlight[path] = true }
                 continue
             }
             last = path
-            let scope = nearestMirrorScope(path)
+            let scope = engine.nearestMirrorScope(path)
             if scope.isRoot {
                 // The whole tree: a full pass, with its root check, after the scopes before it.
                 applyHeld()
@@ -233,7 +233,7 @@ extension SyncManager {
     }
 
     func probeMirror(now: Duration) {
-        do { try mirror.probe() } catch {
+        do { try engine.probeMirror() } catch {
             let e = error as? KeepSyncError
             switch health.probeFailed(e?.code, message: e?.message, now: now) {
             case .hostBackButBlocked:
@@ -276,7 +276,7 @@ extension SyncManager {
         // removal events at or below the scope. Deletions a scan of an existing
         // directory infers on its own are, like a full pass's.
         var brake = MassDeleteBrake(engine.options, exempt: Set(liveRemovals.filter { $0.isWithin(scope) }))
-        if (try? source.stat(scope))??.kind != .directory { brake.lifted = true }
+        if engine.sourceKind(scope) != .directory { brake.lifted = true }
         do {
             let scan = try engine.scan(scope)
             hardLinks.known.formUnion(scan.hardLinked)
@@ -285,7 +285,7 @@ extension SyncManager {
             holdForHost([scope], rest: [], removals: Set(liveRemovals))
             blockMirror(error)
         } catch {
-            if (try? source.stat(scope)) ?? nil == nil || (error as? KeepSyncError)?.code == .notFound {
+            if engine.sourceStat(scope) == nil || (error as? KeepSyncError)?.code == .notFound {
                 // Changing under our feet: try again once it settles.
                 logger.debug("\(scope.escaped): \(error); retrying")
                 enqueue(scope, now: now, immediately: false)
@@ -338,15 +338,6 @@ extension SyncManager {
             if let parent = scope.parent { directoriesToFix.insert(parent) }
         }
         startCopies()
-    }
-
-    /// `path`, or its nearest ancestor whose parent directory exists in the mirror.
-    func nearestMirrorScope(_ path: RelativePath) -> RelativePath {
-        var scope = path
-        while let parent = scope.parent, (try? mirror.stat(parent))??.kind != .directory {
-            scope = parent
-        }
-        return scope
     }
 
     func note(_ summary: SyncSummary) {
