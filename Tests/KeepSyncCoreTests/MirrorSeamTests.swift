@@ -480,7 +480,7 @@ struct MirrorSeamTests {
         let names = (0..<300).map { Self.p(String(format: "f%03d", $0)) }
         for name in names { source.writeFile(name, Array("bytes of \(name.escaped)".utf8)) }
         let mirror = RecordingMirror(concurrentGroups: 4)
-        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions(), recordScheduler: .serialQueue())
         let clock = ManualClock()
         let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
         for name in names { await manager.receive(.closedAfterWrite(name)) }
@@ -497,7 +497,7 @@ struct MirrorSeamTests {
         let source = InMemoryTree(device: 1)
         source.makeDirectory(Self.p("old"))
         let mirror = RecordingMirror(batchesEntries: true)
-        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions(), recordScheduler: .serialQueue())
         _ = try engine.fullPass()
         let clock = ManualClock()
         let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
@@ -535,7 +535,7 @@ struct MirrorSeamTests {
             source.writeFile(d.appending(Array("f".utf8)), Array("f".utf8))
         }
         let mirror = RecordingMirror(batchesEntries: true)
-        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions(), recordScheduler: .serialQueue())
         _ = try engine.fullPass()
         let clock = ManualClock()
         let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
@@ -563,7 +563,7 @@ struct MirrorSeamTests {
         for d in ["p", "p/a", "p/c", "q"] { source.makeDirectory(Self.p(d)) }
         source.writeFile(Self.p("p/a/x"), Array("x".utf8))
         let mirror = RecordingMirror(batchesEntries: true)
-        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions(), recordScheduler: .serialQueue())
         _ = try engine.fullPass()
         let clock = ManualClock()
         let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
@@ -588,7 +588,7 @@ struct MirrorSeamTests {
     func roundScansAreAppliedInBoundedBatches() async throws {
         let source = InMemoryTree(device: 1)
         let mirror = RecordingMirror(batchesEntries: true, groupFiles: 2048)
-        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions(), recordScheduler: .serialQueue())
         _ = try engine.fullPass()
         let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .dispatch(limit: 4))
         for d in 0..<3 {
@@ -613,7 +613,7 @@ struct MirrorSeamTests {
     func pathsBelowOneNewDirectoryAreOneScope() async throws {
         let source = InMemoryTree(device: 1)
         let mirror = RecordingMirror(batchesEntries: true)
-        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions(), recordScheduler: .serialQueue())
         _ = try engine.fullPass()
         let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .dispatch(limit: 4))
         source.makeDirectory(Self.p("top"))
@@ -646,7 +646,7 @@ struct MirrorSeamTests {
         let mirror = RecordingMirror(foldsCase: true)
         var records = RecordSet()
         records.mirror = MirrorRoot(identity: FileIdentity(device: 2, inode: 1), fileSystem: [], limits: Self.folding)
-        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: records, options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: records, options: SyncOptions(), recordScheduler: .serialQueue())
         _ = try engine.fullPass()
         try source.rename(Self.p("photo.jpg"), to: Self.p("Photo.JPG"))
         let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .dispatch(limit: 4))
@@ -691,7 +691,7 @@ struct MirrorSeamTests {
         let source = InMemoryTree(device: 1)
         for d in ["a", "b", "c"] { source.makeDirectory(Self.p(d)) }
         let mirror = RecordingMirror(batchesEntries: true)
-        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions(), recordScheduler: .serialQueue())
         _ = try engine.fullPass()
         let clock = ManualClock()
         let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
@@ -731,7 +731,7 @@ struct MirrorSeamTests {
         for d in ["a", "a/big", "b"] { source.makeDirectory(Self.p(d)) }
         for f in 0..<20 { source.writeFile(Self.p("a/big/f\(f)"), Array("\(f)".utf8)) }
         let mirror = RecordingMirror(batchesEntries: true)
-        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions(), recordScheduler: .serialQueue())
         _ = try engine.fullPass()
         let clock = ManualClock()
         let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 4))
@@ -765,7 +765,7 @@ struct MirrorSeamTests {
         _ = try mirror.inner.makeDirectory(Self.p("d"), mode: 0o755)
         let gate = DispatchSemaphore(value: 0)
         mirror.installGate.withLock { $0 = gate }
-        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions(), recordScheduler: .serialQueue())
         let clock = ManualClock()
         let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 2))
         for name in names { await manager.receive(.closedAfterWrite(name)) }
@@ -802,7 +802,7 @@ struct MirrorSeamTests {
             let mirror = RecordingMirror()
             let gate = DispatchSemaphore(value: 0)
             mirror.installGate.withLock { $0 = gate }
-            let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions())
+            let engine = SyncEngine(source: source, mirror: mirror, store: InMemoryStore(), records: RecordSet(), options: SyncOptions(), recordScheduler: .serialQueue())
             let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .dispatch(limit: 2))
             for name in names { await manager.receive(.closedAfterWrite(name)) }
             await manager.processDue()

@@ -34,7 +34,8 @@ struct RecordsFailureTests {
     func errorFollowsTheWriter() async throws {
         let source = InMemoryTree(device: 1), mirror = InMemoryTree(device: 2), store = GatedStore()
         let clock = ManualClock(), copies = HeldCopies()
-        let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: RecordSet(), options: SyncOptions())
+        let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: RecordSet(), options: SyncOptions(),
+                                recordScheduler: copies.executor.recordScheduler ?? .serialQueue())
         let manager = SyncManager(engine: engine, clock: clock, executor: copies.executor)
         func error() async -> String? { await manager.snapshot().errors[.root] }
         func write(_ name: String) async {

@@ -28,7 +28,7 @@ struct SimulationRegressionTests {
         static func makeManager(_ source: InMemoryTree, _ mirror: InMemoryTree, _ store: InMemoryStore, _ clock: ManualClock,
                                 _ options: SyncOptions, _ executor: CopyExecutor) -> SyncManager<ManualClock> {
             let engine = SyncEngine(source: source, mirror: LocalMirror(mirror), store: store, records: (try? store.load()) ?? RecordSet(),
-                                    options: options)
+                                    options: options, recordScheduler: executor.recordScheduler ?? .serialQueue())
             return SyncManager(engine: engine, clock: clock,
                                timing: SimulationRun.timing, executor: executor)
         }

@@ -465,8 +465,9 @@ final class SimulationRun {
         }
         // One mirror for both: on a per-file-sync mirror it keeps what the next barrier owes.
         let local = LocalMirror(mirror, limits: settings.perFileSync ? Self.fuseLimits : .none)
-        let engine = SyncEngine(source: source, mirror: local, store: store, records: records, options: options, logger: logger)
         let executor = settings.heldCopies.map { copies.executor(limit: $0) } ?? .inline
+        let engine = SyncEngine(source: source, mirror: local, store: store, records: records, options: options, logger: logger,
+                                recordScheduler: executor.recordScheduler ?? .serialQueue())
         let manager = SyncManager(engine: engine, clock: clock, timing: Self.timing,
                                   executor: executor, logger: logger, thread: thread)
         self.manager = manager

@@ -26,7 +26,8 @@ final class ManagerHarness {
         timing = SyncManager<ManualClock>.Timing(settle: Self.settle, maxDelay: Self.maxDelay, verifyInterval: verifyInterval,
                                                     heldWhileUnreachable: heldWhileUnreachable)
         let local = LocalMirror(mirror, changedCopyRetries: changedCopyRetries)
-        let engine = SyncEngine(source: source, mirror: local, store: store, records: RecordSet(), options: options)
+        let engine = SyncEngine(source: source, mirror: local, store: store, records: RecordSet(), options: options,
+                                recordScheduler: executor.recordScheduler ?? .serialQueue())
         manager = SyncManager(engine: engine, clock: clock, timing: timing,
                               executor: executor, logger: logger)
     }

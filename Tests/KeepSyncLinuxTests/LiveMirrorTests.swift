@@ -507,7 +507,7 @@ extension LiveMirrorTests {
             // Brake off: random workloads on small trees delete most of them between rescans
             // (an overflow rescan rightly holds that); the brake has its own tests.
             let engine = SyncEngine(source: sourceTree, mirror: LocalMirror(mirrorTree), store: store, records: records,
-                                    options: SyncOptions(maxDeletePercent: 100), logger: logger)
+                                    options: SyncOptions(maxDeletePercent: 100), logger: logger, recordScheduler: .serialQueue())
             let manager = SyncManager(engine: engine, clock: ContinuousClock(),
                                       timing: .init(), executor: .dispatch(limit: 4), logger: logger)
             let watcher = InotifyWatcher(rootPath: source, logger: logger)

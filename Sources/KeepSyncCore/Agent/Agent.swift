@@ -153,7 +153,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let trees = try host.openTrees(settings, limits: records.mirror?.limits ?? .none, cancellation: cancellation, live: true)
         let copies = host.copies
         let engine = SyncEngine(source: trees.source, mirror: trees.mirror, store: store, records: records,
-                                options: settings.options, logger: logger)
+                                options: settings.options, logger: logger,
+                                recordScheduler: copies.executor.recordScheduler ?? .serialQueue())
         engine.scanIO = copies.scanIO
         engine.heartbeat = heartbeat
         let host = self.host, settings = self.settings, identity = records.root, mirror = records.mirror

@@ -1,12 +1,13 @@
 import Dispatch
 
-/// Runs blocking work (a file copy) off the actor, and says where record writes run.
+/// Runs blocking work (a file copy) off the actor, and says where record writes beside
+/// it should run (the engine's `recordScheduler`, chosen by whoever builds both).
 /// Production: a bounded set of Dispatch threads and a serial queue; tests: inline, for
 /// determinism.
 public struct CopyExecutor: Sendable {
     /// Copies in flight at most.
     public var limit: Int
-    /// Where record writes run (nil: a serial queue of the manager's own).
+    /// Where record writes beside these copies should run (nil: a serial queue).
     public var recordScheduler: RecordScheduler?
     let run: @Sendable (@escaping @Sendable () -> Void) -> Void
 

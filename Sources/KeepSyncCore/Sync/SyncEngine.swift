@@ -20,7 +20,7 @@ public final class SyncEngine {
     var deferredInto: Set<RelativePath> = []
     /// Where record changes go once their mirror change is made (written durably, in
     /// order, where its scheduler says).
-    public private(set) var recordWriter: RecordWriter
+    public let recordWriter: RecordWriter
     /// Called after each file this engine copies itself, with the pass's progress.
     public var onCopy: ((PassProgress) -> Void)?
     /// The copies of the pass being applied: made, and planned so far.
@@ -104,23 +104,19 @@ public final class SyncEngine {
         }
     }
 
-    /// An engine over the given seams with the records already loaded.
+    /// An engine over the given seams with the records already loaded; its record writes
+    /// run where `recordScheduler` puts them (`.serialQueue()` beside concurrent copies:
+    /// the manager's actor never waits on the disk).
     public init(source: any FileSystemProviding, mirror: any MirrorProviding, store: any BookmarkStorageProviding,
-                records: RecordSet, options: SyncOptions, logger: Logger = .silent) {
+                records: RecordSet, options: SyncOptions, logger: Logger = .silent,
+                recordScheduler: RecordScheduler = .immediate) {
         self.source = source
         self.mirror = mirror
         self.store = store
         self.records = records
         self.options = options
         self.logger = logger
-        recordWriter = RecordWriter(mirror: mirror, store: store, scheduler: .immediate, logger: logger)
-    }
-
-    /// Has record writes run where `scheduler` puts them (the manager's choice, made once,
-    /// before its first pass).
-    public func writeRecords(on scheduler: RecordScheduler) {
-        recordWriter.flush()
-        recordWriter = RecordWriter(mirror: mirror, store: store, scheduler: scheduler, logger: logger)
+        recordWriter = RecordWriter(mirror: mirror, store: store, scheduler: recordScheduler, logger: logger)
     }
 
     /// Takes new options (SIGHUP) for the passes that follow.

@@ -181,8 +181,6 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         pending = SettleQueue(settle: timing.settle, maxDelay: timing.maxDelay)
         self.executor = executor
         self.logger = logger
-        // Record writes leave the actor (the engine's, a full pass's batches, too).
-        engine.writeRecords(on: executor.recordScheduler ?? .serialQueue())
     }
 
     deinit {
