@@ -770,7 +770,7 @@ struct MirrorSeamTests {
         let manager = SyncManager(engine: engine, clock: clock, executor: .dispatch(limit: 2))
         for name in names { await manager.receive(.closedAfterWrite(name)) }
         await manager.processDue()
-        let copying = await manager.inFlight.count
+        let copying = await manager.copies.runningCount
         await manager.receive(.changed(Self.p("d")))
         let before = mirror.readRounds.withLock { $0.count }
         for _ in 0..<3 {
@@ -806,11 +806,11 @@ struct MirrorSeamTests {
             let manager = SyncManager(engine: engine, clock: ManualClock(), executor: .dispatch(limit: 2))
             for name in names { await manager.receive(.closedAfterWrite(name)) }
             await manager.processDue()
-            #expect(await !manager.inFlight.isEmpty, "no copy under way")
+            #expect(await !manager.copies.nothingRunning, "no copy under way")
             // The groups end while the wait is on its way to the manager.
             gate.signal()
             await manager.waitForCopies()
-            #expect(await manager.inFlight.isEmpty)
+            #expect(await manager.copies.nothingRunning)
             await manager.stop()
             rounds += 1
         }

@@ -345,5 +345,5 @@ extension SyncManager {
     func simulationRecords() -> RecordSet { engine.records }
 
     /// Copy work items handed to the executor and not finished.
-    func simulationWorkers() -> Int { workers }
+    func simulationWorkers() -> Int { copies.workers }
 }

@@ -85,19 +85,14 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
     /// Paths that happen in the same millisecond are processed together.
     var pending: SettleQueue
     var fullResyncRequested = false
-    var copyQueue: [RelativePath] = []
-    var queued: Set<RelativePath> = []
-    /// Copies running; the flag says the path changed again meanwhile.
-    var inFlight: [RelativePath: Bool] = [:]
+    /// Files waiting for a copy and copies under way.
+    var copies = CopyQueue()
     /// Record writes (syncfs, then append), in order, off the actor; a failed one is
     /// retried with the next, or after `recordRetryDelay` when nothing else comes.
     var recordWriter: RecordWriter { engine.recordWriter }
     var lastAppendAt: Duration?
     /// The writer's outcome count the status last reflected.
     var seenRecordOutcomes = 0
-    /// Copy work items running, and how many of them are groups.
-    var workers = 0
-    var groupsRunning = 0
     /// Set while `processDue` works through what is due: copies start after, together.
     var holdingCopies = false
     /// Stages a group's files in parallel.
@@ -233,10 +228,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
             }
             return
         }
-        if inFlight[path] != nil {
-            inFlight[path] = true
-            if !immediately { return }
-        }
+        if copies.markChanged(path), !immediately { return }
         if oldestWaiting == nil { oldestWaiting = now }
         if health.isHostLost {
             // Bounded however long the host stays away: past the limit, the full pass at
@@ -254,7 +246,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// Forgets when the oldest waiting change came once nothing waits.
     func noteIfIdle() {
-        if pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !health.isHostLost && !fullResyncRequested {
+        if pending.isEmpty && copies.isEmpty && !health.isHostLost && !fullResyncRequested {
             oldestWaiting = nil
         }
     }
@@ -263,7 +255,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         let excludes = engine.options.excludes
         let fromExcluded = excludes.excludes(from, isDirectory: false) && excludes.excludes(from, isDirectory: true)
         let toExcluded = excludes.excludes(to, isDirectory: false) && excludes.excludes(to, isDirectory: true)
-        let busy = inFlight.keys.contains { $0.isWithin(from) || $0.isWithin(to) }
+        let busy = copies.runningPaths.contains { $0.isWithin(from) || $0.isWithin(to) }
         if !fromExcluded, !toExcluded, !busy, !pending.contains(from) {
             do {
                 if try engine.applyRename(from: from, to: to) {
@@ -284,7 +276,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
 
     /// True when nothing is pending, queued or copying.
     public var isIdle: Bool {
-        pending.isEmpty && copyQueue.isEmpty && inFlight.isEmpty && !fullResyncRequested && directoriesToFix.isEmpty
+        pending.isEmpty && copies.isEmpty && !fullResyncRequested && directoriesToFix.isEmpty
             && inbox.isEmpty && events.isEmpty
     }
 
@@ -303,8 +295,7 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         let files = engine.records.table.regularFiles
         let bytes = engine.records.table.regularBytes
         var queuedPaths = Set(pending.paths)
-        queuedPaths.formUnion(queued)
-        queuedPaths.formUnion(inFlight.keys)
+        queuedPaths.formUnion(copies.paths)
         var shown = errors
         if let rootError { shown[.root] = rootError.message }
         noteIfIdle()

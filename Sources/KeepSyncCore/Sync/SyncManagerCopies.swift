@@ -3,11 +3,7 @@ extension SyncManager {
     // MARK: Copies
 
     func queueCopy(_ path: RelativePath) {
-        if inFlight[path] != nil {
-            inFlight[path] = true
-            return
-        }
-        if queued.insert(path).inserted { copyQueue.append(path) }
+        copies.add(path)
     }
 
     /// Starts copy work while workers are free. A lone file with nothing else copying is
@@ -18,36 +14,17 @@ extension SyncManager {
     func startCopies() {
         if holdingCopies { return }
         let shape = engine.copyShape
-        while !copyQueue.isEmpty, !stopping, !health.isHostLost {
-            let size: Int
-            if copyQueue.count == 1 && workers < executor.limit && (workers == 0 || groupsRunning == 0) {
-                size = 1
-            } else if workers < min(shape.concurrentGroups, executor.limit) {
-                // What waits, shared among the free group slots (at most `groupFiles` each).
-                let free = min(shape.concurrentGroups, executor.limit) - workers
-                size = min(shape.groupFiles, (copyQueue.count + free - 1) / free)
-            } else {
-                break
-            }
-            let group = Array(copyQueue.prefix(size))
-            copyQueue.removeFirst(group.count)
-            for path in group {
-                queued.remove(path)
-                inFlight[path] = false
-            }
-            workers += 1
-            if size > 1 { groupsRunning += 1 }
+        while !stopping, !health.isHostLost, let group = copies.next(limit: executor.limit, shape: shape) {
             let job = engine.copyJob(group, io: io)
             executor.run { self.hand(job.run()) }
         }
     }
 
     func copiesFinished(_ results: [(path: RelativePath, result: Result<CopyResult?, any Error>)]) {
-        workers -= 1
-        if results.count > 1 { groupsRunning -= 1 }
+        copies.itemEnded(count: results.count)
         for (path, result) in results { copyFinished(path, result) }
         startCopies()
-        if inFlight.isEmpty && copyQueue.isEmpty {
+        if copies.isEmpty {
             finishRound()
             let waiters = copyWaiters
             copyWaiters.removeAll()
@@ -59,10 +36,10 @@ extension SyncManager {
     /// Returns once no copy is queued or running, their completions applied (a caller
     /// driving `processDue` itself, as a test does, waits here for the round to end).
     public func waitForCopies() async {
-        while !(inFlight.isEmpty && copyQueue.isEmpty) {
+        while !(copies.isEmpty) {
             // Asked again inside: see `waitForSignal`.
             await withCheckedContinuation { c in
-                if inFlight.isEmpty && copyQueue.isEmpty { c.resume() } else { copyWaiters.append(c) }
+                if copies.isEmpty { c.resume() } else { copyWaiters.append(c) }
             }
         }
     }
@@ -72,7 +49,7 @@ extension SyncManager {
     static var changedCopySettles: Int { 3 }
 
     func copyFinished(_ path: RelativePath, _ result: Result<CopyResult?, any Error>) {
-        let changedAgain = inFlight.removeValue(forKey: path) ?? false
+        let changedAgain = copies.ended(path)
         let changedBefore = changedDuringCopy.removeValue(forKey: path) ?? 0
         switch result {
         case .success(let copied):
@@ -184,7 +161,7 @@ extension SyncManager {
     /// Once the copies end: queues the other names of linked copies and fixes directory
     /// attributes. Appends records, wakes idle waiters.
     func finishRound() {
-        if inFlight.isEmpty && copyQueue.isEmpty {
+        if copies.isEmpty {
             queueOtherLinks()
             let dirs = directoriesToFix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 })
             do {
@@ -197,11 +174,7 @@ extension SyncManager {
             }
             if !dirs.isEmpty { engine.endRound() }
             // A big pass's queues keep their capacity when emptied: let it go with them.
-            if copyQueue.capacity > 1024 || queued.capacity > 1024 || inFlight.capacity > 1024 {
-                copyQueue = []
-                queued = []
-                inFlight = [:]
-            }
+            copies.shrinkIfEmpty()
         }
         flushRecords()
         noteIfIdle()

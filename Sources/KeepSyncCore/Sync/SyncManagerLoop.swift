@@ -22,7 +22,7 @@ extension SyncManager {
         }
         alarm?.task.cancel()
         alarm = nil
-        while !inFlight.isEmpty { await waitForSignal() }
+        while !copies.nothingRunning { await waitForSignal() }
         finishRound()
         await drainRecords()
         // One more try for appends that failed.

@@ -10,7 +10,7 @@ extension SyncManager {
         // Nothing but the probe while the mirror's host cannot be reached.
         if health.isHostLost { return health.probeAt }
         if fullResyncRequested { return now }
-        if !directoriesToFix.isEmpty && inFlight.isEmpty && copyQueue.isEmpty { return now }
+        if !directoriesToFix.isEmpty && copies.isEmpty { return now }
         var next = pending.nextDeadline
         let linked = hardLinks.since.map { $0 + timing.maxDelay }
         for at in [retries.nextDeadline, health.probeAt, linked, verifyAt].compactMap({ $0 }) { next = min(next ?? at, at) }
@@ -47,11 +47,11 @@ extension SyncManager {
         // Copies still running below a path would race its scan (a removal): it waits for
         // them, and the mirror is not asked about it meanwhile (a remote burst re-read the
         // same directory's subtree every settle while its copies ran).
-        if !inFlight.isEmpty {
+        if !copies.nothingRunning {
             // The directories above copies under way, each once: a lookup per due path, not
             // a pass over every copy (a burst has thousands of both).
             var above: Set<RelativePath> = []
-            for copy in inFlight.keys {
+            for copy in copies.runningPaths {
                 var next = copy.parent
                 while let directory = next, above.insert(directory).inserted { next = directory.parent }
             }
@@ -102,8 +102,8 @@ extension SyncManager {
             if let last, path != last, path.isWithin(last), engine.sourceKind(last) == .directory { continue }
             // A file whose copy is queued or under way: that copy takes it (one under way goes
             // again once it ends). Looking at it now would only ask the mirror again.
-            if inFlight[path] != nil || queued.contains(path), engine.sourceKind(path) == .regular {
-                if inFlight[path] != nil { inFlight[path] = true }
+            if copies.holds(path), engine.sourceKind(path) == .regular {
+                copies.markChanged(path)
                 continue
             }
             last = path
@@ -131,7 +131,7 @@ extension SyncManager {
             scans = []
         }
         applyHeld()
-        logger.debug("round: \(due.count) due (\(due[0].escaped)), \(copyQueue.count) copies queued, \(inFlight.count) in flight, \(Self.seconds(now - start))")
+        logger.debug("round: \(due.count) due (\(due[0].escaped)), \(copies.waitingCount) copies queued, \(copies.runningCount) in flight, \(Self.seconds(now - start))")
         finishRound()
     }
 
@@ -226,10 +226,7 @@ extension SyncManager {
         rootError = .mirrorBlocked(error.message)
         logger.debug("\(error.message); changes wait, trying again in 1 s, then up to every 60 s")
         // Queued copies wait with the other changes (none starts until the host answers).
-        let copies = copyQueue
-        copyQueue = []
-        queued = []
-        for path in copies { enqueue(path, now: now, immediately: false) }
+        for path in copies.takeWaiting() { enqueue(path, now: now, immediately: false) }
     }
 
     func probeMirror(now: Duration) {
