@@ -14,17 +14,11 @@ public final class SyncEngine {
     let logger: Logger
     /// Paths warned about as skipped (special, or unholdable), once per process.
     var warned: Set<RelativePath> = []
-    var deferCopies = false
-    /// Directories a copy left to the caller goes into (`deferCopies`): their finish is the
-    /// caller's too, once the copies landed (`SyncSummary.deferredFinishes`).
-    var deferredInto: Set<RelativePath> = []
     /// Where record changes go once their mirror change is made (written durably, in
     /// order, where its scheduler says).
     public let recordWriter: RecordWriter
     /// Called after each file this engine copies itself, with the pass's progress.
     public var onCopy: ((PassProgress) -> Void)?
-    /// The copies of the pass being applied: made, and planned so far.
-    var progress = PassProgress()
     /// Record slots the pass being streamed wrote (their records are not stale).
     var passWrites: BitSet?
     /// Batch size for record appends: at least this, and two of the mirror's groups (each
@@ -35,19 +29,6 @@ public final class SyncEngine {
     var recordBatch: Int { max(Self.batchSize, 2 * mirror.groupFiles) }
     /// A group commit's size: at most the mirror's `groupFiles` files, or this many bytes.
     static let groupBytes: UInt64 = 128 << 20
-    /// Copies waiting for their group commit, and their size.
-    var batch: [RelativePath] = []
-    var batchBytes: UInt64 = 0
-    /// The files the next group commit takes (`MirrorProviding.firstGroupFiles`, doubling).
-    var groupLimit = 0
-    /// Directory finishes a stretch of steps keeps for its end (`applyAll`), nil outside one.
-    var stretchFinishes: [Finish]?
-    /// The stretches' finishes of a round's scans (`apply(_ scans:)`), made at its end.
-    var roundFinishes: [Finish]?
-    /// Directories and links a stretch of steps made at once ahead of their steps (`makeAhead`).
-    var madeAhead: [RelativePath: Result<FileStat, any Error>] = [:]
-    /// Directory finishes waiting for the batch (their mtimes must follow the renames).
-    var waitingFinishes: [Finish] = []
 
     /// Parallel staging for the engine's own group commits (`sync`); serial by default.
     public var io: ParallelIO = .serial
@@ -55,21 +36,12 @@ public final class SyncEngine {
     public var scanIO: ParallelIO = .serial
     /// Beaten by scans and once per step applied (see `Heartbeat`).
     public var heartbeat: Heartbeat?
-    /// Group installs under way beside the walk (at most the mirror's `passGroups` or
-    /// `concurrentGroups` less one), oldest first, each with the directory finishes that
-    /// wait for it.
     /// A directory finish waiting for the groups that hold its entries.
     typealias Finish = (path: RelativePath, source: FileStat, dirty: Bool)
-    var inFlight: [(group: any PendingInstall, finishes: [Finish])] = []
-
-    /// Sets a directory's attributes after its entries and records it.
-    func finish(_ path: RelativePath, source sourceStat: FileStat, entriesChanged: Bool, summary: inout SyncSummary) {
-        finishAll([(path, sourceStat, entriesChanged)], summary: &summary)
-    }
 
     /// Finishes several directories, in order: their mode and mtime set in one
     /// `setAttributesAll`, then each one's record (only where that succeeded).
-    func finishAll(_ finishes: [Finish], summary: inout SyncSummary) {
+    func finishAll(_ finishes: [Finish], _ pass: inout PassApplication) {
         var planned: [(state: PathState, actions: [SyncAction])] = []
         for (f, stat) in zip(finishes, mirror.statEach(finishes.map(\.path))) {
             do {
@@ -77,7 +49,7 @@ public final class SyncEngine {
                 let actions = planner.finishDirectory(path: f.path, source: f.source, mirror: m,
                                                       record: records.table[f.path], entriesChanged: f.dirty)
                 planned.append((PathState(path: f.path, source: f.source, record: nil, mirror: m), actions))
-            } catch { report(error, path: f.path, into: &summary) }
+            } catch { report(error, path: f.path, into: &pass.summary) }
         }
         var changes: [(path: RelativePath, mode: UInt32?, mtime: Timespec?)] = []
         for p in planned {
@@ -86,21 +58,21 @@ public final class SyncEngine {
         var failed: [RelativePath: any Error] = [:]
         for (change, result) in zip(changes, mirror.setAttributesAll(changes)) {
             switch result {
-            case .success: summary.attributesSet += 1
+            case .success: pass.summary.attributesSet += 1
             case .failure(let error): failed[change.path] = error
             }
         }
         for p in planned {
             if let error = failed[p.state.path] {
-                report(error, path: p.state.path, into: &summary)
+                report(error, path: p.state.path, into: &pass.summary)
                 continue
             }
             do {
                 for action in p.actions {
                     if case .setAttributes = action { continue }
-                    try execute(action, state: p.state, summary: &summary)
+                    try execute(action, state: p.state, &pass)
                 }
-            } catch { report(error, path: p.state.path, into: &summary) }
+            } catch { report(error, path: p.state.path, into: &pass.summary) }
         }
     }
 
@@ -167,12 +139,17 @@ public final class SyncEngine {
     /// record (`recordCopy`).
     /// `brake` holds the deletions of a pass with too many (nil: the options' brake).
     public func apply(_ scan: SyncScan, deferCopies: Bool = false, brake: MassDeleteBrake? = nil) -> SyncSummary {
-        var pass = PassApplication(brake: brake ?? MassDeleteBrake(options))
+        var pass = PassApplication(brake: brake ?? MassDeleteBrake(options), defersCopies: deferCopies)
+        apply(scan, &pass)
+        return pass.summary
+    }
+
+    /// Applies a scan with `pass` (made for it, or carrying a round's state from the scan
+    /// before).
+    func apply(_ scan: SyncScan, _ pass: inout PassApplication) {
         pass.summary.skippedUnholdable = scan.unholdable.count
         pass.hold = pass.brake.holds(scan)
-        beginApplying(deferCopies: deferCopies)
-        defer { deferredInto = [] }
-        progress = PassProgress(planned: scan.plannedCopies, planComplete: true)
+        pass.progress = PassProgress(planned: scan.plannedCopies, planComplete: true)
         // Room for the records the pass adds, made at once: the index is rebuilt once, not
         // at each doubling.
         var adding = records.table[scan.scope] == nil ? 1 : 0
@@ -185,10 +162,11 @@ public final class SyncEngine {
         close(&pass, staleRecords: scan.staleRecords)
         // A directory fixed again by the close, from a fresh stat, needs no finish from the
         // scan's older one at the round's end.
-        if roundFinishes != nil, !pass.refix.isEmpty {
-            roundFinishes!.removeAll { pass.refix.contains($0.path) && !pass.isBlocked($0.path) }
+        if case .atRoundEnd(var kept) = pass.finishes, !pass.refix.isEmpty {
+            let applied = pass
+            kept.removeAll { applied.refix.contains($0.path) && !applied.isBlocked($0.path) }
+            pass.finishes = .atRoundEnd(kept)
         }
-        return pass.summary
     }
 
     /// Applies the scans of a live round, disjoint scopes in path order, each as `apply`
@@ -198,86 +176,83 @@ public final class SyncEngine {
     /// directories their stretches finish are finished together at the end (one stat and
     /// one attribute call; two round trips a scan before, 20-150 ms in a remote burst).
     public func apply(_ scans: [(scan: SyncScan, brake: MassDeleteBrake)], deferCopies: Bool) -> [SyncSummary] {
+        // The finish policy: on a batching mirror, what the stretches finish waits for the
+        // round's end; the directories and links are made ahead for every scan at once.
         let batching = mirror.batchesEntries && scans.count > 1
+        var madeAhead: [RelativePath: Result<FileStat, any Error>] = [:]
         if batching {
             var directories: [(path: RelativePath, mode: UInt32)] = []
             var links: [(path: RelativePath, target: [UInt8], mtime: Timespec)] = []
             for (scan, brake) in scans {
-                let stretch = Self.stretch(Self.ordered(scan)[...], PassApplication(brake: brake))
+                let stretch = Self.stretch(Self.ordered(scan)[...], PassApplication(brake: brake, defersCopies: deferCopies))
                 directories += stretch.directories
                 links += stretch.links
             }
-            makeAhead(directories, links)
-            roundFinishes = []
+            madeAhead = makeAhead(directories, links)
         }
-        defer {
-            madeAhead.removeAll()
-            roundFinishes = nil
+        var finishes: PassApplication.FinishPolicy = batching ? .atRoundEnd([]) : .atStretchEnd
+        var summaries: [SyncSummary] = []
+        for (scan, brake) in scans {
+            var pass = PassApplication(brake: brake, defersCopies: deferCopies, finishes: finishes, madeAhead: madeAhead)
+            apply(scan, &pass)
+            summaries.append(pass.summary)
+            (finishes, madeAhead) = (pass.finishes, pass.madeAhead)
         }
-        var summaries = scans.map { apply($0.scan, deferCopies: deferCopies, brake: $0.brake) }
-        if let finishes = roundFinishes, !finishes.isEmpty {
-            roundFinishes = nil
-            var summary = SyncSummary()
-            finishAll(finishes, summary: &summary)
+        if case .atRoundEnd(let kept) = finishes, !kept.isEmpty {
+            var pass = PassApplication(brake: MassDeleteBrake(options), defersCopies: deferCopies)
+            finishAll(kept, &pass)
             recordWriter.flush()
             // An error goes with the scan whose scope holds its path.
-            for error in summary.errors {
+            for error in pass.summary.errors {
                 let i = error.path.flatMap { p in scans.lastIndex { p.isWithin($0.scan.scope) } } ?? scans.count - 1
                 summaries[i].errors.append(error)
             }
-            summaries[summaries.count - 1].attributesSet += summary.attributesSet
+            summaries[summaries.count - 1].attributesSet += pass.summary.attributesSet
         }
         return summaries
     }
 
-    /// What one `apply` or pass starts from: whether copies go to the caller, the first
-    /// group's size, no directory left to the caller yet.
-    func beginApplying(deferCopies: Bool) {
-        self.deferCopies = deferCopies
-        groupLimit = 0
-        deferredInto = []
-    }
-
-    /// Carries out one action against the mirror and the records.
-    func execute(_ action: SyncAction, state: PathState, summary: inout SyncSummary) throws {
+    /// Carries out one action against the mirror and the records; a copy goes into the
+    /// pass's next group, or back to the caller.
+    func execute(_ action: SyncAction, state: PathState, _ pass: inout PassApplication) throws {
         switch action {
         case .copyFile(let path):
-            if deferCopies {
-                summary.deferredCopies.append(path)
-                if let parent = path.parent { deferredInto.insert(parent) }
+            if pass.defersCopies {
+                pass.summary.deferredCopies.append(path)
+                if let parent = path.parent { pass.deferredInto.insert(parent) }
                 return
             }
-            batch.append(path)
-            batchBytes += state.source?.size ?? 0
-            if groupLimit == 0 { groupLimit = min(mirror.firstGroupFiles, mirror.groupFiles) }
-            if batch.count >= groupLimit || batchBytes >= SyncEngine.groupBytes {
-                groupLimit = min(groupLimit * 2, mirror.groupFiles)
-                commitBatch(&summary)
+            pass.batch.append(path)
+            pass.batchBytes += state.source?.size ?? 0
+            if pass.groupLimit == 0 { pass.groupLimit = min(mirror.firstGroupFiles, mirror.groupFiles) }
+            if pass.batch.count >= pass.groupLimit || pass.batchBytes >= SyncEngine.groupBytes {
+                pass.groupLimit = min(pass.groupLimit * 2, mirror.groupFiles)
+                commitBatch(&pass)
             }
         case .makeDirectory(let path, let mode):
-            let st = try madeAhead.removeValue(forKey: path)?.get() ?? mirror.makeDirectory(path, mode: mode)
-            summary.createdDirectories += 1
+            let st = try pass.madeAhead.removeValue(forKey: path)?.get() ?? mirror.makeDirectory(path, mode: mode)
+            pass.summary.createdDirectories += 1
             logger.debug("created directory \(path.escaped) (inode \(st.inode))")
         case .makeSymlink(let path, let target):
-            let st = try madeAhead.removeValue(forKey: path)?.get()
+            let st = try pass.madeAhead.removeValue(forKey: path)?.get()
                 ?? mirror.makeSymlink(path, target: target, mtime: state.source?.mtime ?? Timespec(seconds: 0, nanoseconds: 0))
-            summary.createdLinks += 1
+            pass.summary.createdLinks += 1
             if let s = state.source { change(.put(FileRecord(path: path, source: s, linkTarget: target, mirrorInode: st.inode))) }
             logger.debug("linked \(path.escaped)")
         case .remove(let path):
             try mirror.remove(path)
-            summary.removedEntries += 1
+            pass.summary.removedEntries += 1
             logger.info("removed \(path.escaped)")
             for p in records.table.paths(within: path) { change(.remove(p)) }
         case .setAttributes(let path, let mode, let mtime):
             try mirror.setAttributes(path, mode: mode, mtime: mtime)
-            summary.attributesSet += 1
+            pass.summary.attributesSet += 1
         case .updateRecord(let record):
             change(.put(record))
         case .dropRecord(let path):
             change(.remove(path))
         case .skipSpecial:
-            summary.skippedSpecial += 1
+            pass.summary.skippedSpecial += 1
         case .skipUnholdable:
             break
         case .renameFrom(let old, let path):
@@ -286,13 +261,13 @@ public final class SyncEngine {
                 try mirror.rename(old, to: path)
             } catch {
                 logger.debug("\(old.escaped) -> \(path.escaped) not renamed (\(error)); copying")
-                return try execute(.copyFile(path), state: state, summary: &summary)
+                return try execute(.copyFile(path), state: state, &pass)
             }
             guard let m = try mirror.stat(path) else { return }
             if m.mode != s.mode { try mirror.setAttributes(path, mode: s.mode, mtime: nil) }
             change(.remove(old))
             change(.put(FileRecord(path: path, source: s, mirrorInode: m.inode)))
-            summary.renamed += 1
+            pass.summary.renamed += 1
             logger.info("renamed \(old.escaped) to \(path.escaped)")
         }
     }
@@ -334,9 +309,9 @@ public final class SyncEngine {
         for path in paths {
             if let s = (try? source.stat(path)) ?? nil, s.kind == .directory { finishes.append((path, s, true)) }
         }
-        var summary = SyncSummary()
-        finishAll(finishes, summary: &summary)
-        return summary.errors
+        var pass = PassApplication(brake: MassDeleteBrake(options))
+        finishAll(finishes, &pass)
+        return pass.summary.errors
     }
 
     /// Sets one directory's mode and mtime from the source after its entries changed, and
@@ -344,9 +319,9 @@ public final class SyncEngine {
     public func fixDirectory(_ path: RelativePath) throws {
         guard let s = try source.stat(path), s.kind == .directory,
               let m = try mirror.stat(path), m.kind == .directory else { return }
-        var summary = SyncSummary()
+        var pass = PassApplication(brake: MassDeleteBrake(options))
         for action in planner.finishDirectory(path: path, source: s, mirror: m, record: records.table[path], entriesChanged: true) {
-            try execute(action, state: PathState(path: path, source: s, record: nil, mirror: m), summary: &summary)
+            try execute(action, state: PathState(path: path, source: s, record: nil, mirror: m), &pass)
         }
     }
 

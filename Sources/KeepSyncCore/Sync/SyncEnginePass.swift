@@ -23,12 +23,9 @@ extension SyncEngine {
         // The mirror may read its whole tree at once (a remote: one round trip).
         try mirror.beginPass()
         defer { mirror.endPass() }
-        var pass = PassApplication(brake: brake ?? MassDeleteBrake(options))
+        var pass = PassApplication(brake: brake ?? MassDeleteBrake(options), defersCopies: deferCopies)
         // Nothing walked later changes the entries of a directory finished on the way.
         pass.remembersFinishes = false
-        beginApplying(deferCopies: deferCopies)
-        defer { deferredInto = [] }
-        progress = PassProgress()
         passWrites = BitSet()
         defer { passWrites = nil }
         var scan = SyncScan(scope: .root)
@@ -39,8 +36,8 @@ extension SyncEngine {
         scanner().settle(&scan, moved: moved)
         noteSpecial(scan)
         noteSkipped(scan)
-        progress.planned = scan.plannedCopies
-        progress.planComplete = true
+        pass.progress.planned = scan.plannedCopies
+        pass.progress.planComplete = true
         pass.summary.skippedUnholdable = scan.unholdable.count
         for error in scan.unreadable { report(error, path: error.path ?? scan.scope, into: &pass.summary) }
         pass.hold = pass.brake.holds(scan)
@@ -99,7 +96,7 @@ extension SyncEngine {
             // A scanner per call: it holds the records only while it plans.
             try scanner().advance(&walk, &scan, into: &ready, limit: chunk)
             if mirror.batchesEntries { chunk = min(chunk * 2, Self.batchingWalkChunk) }
-            progress.planned = scan.plannedCopies
+            pass.progress.planned = scan.plannedCopies
             applyAll(ready, &pass)
             ready.removeAll(keepingCapacity: true)
         }

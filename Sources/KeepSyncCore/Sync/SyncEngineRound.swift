@@ -2,8 +2,9 @@
 /// the mirror's probe, a round's reads, and the few looks at the trees its decisions
 /// need. The manager decides when; the engine knows the mirror, the source and the store.
 extension SyncEngine {
-    /// Files to install together, off the actor (`run`); their results come back to
-    /// `recordCopy` or the manager's failure rules.
+    /// Files to install together: the one way copies reach the mirror, for `run` (off the
+    /// manager's actor, its results back to `recordCopy` or the manager's failure rules)
+    /// and for `sync` (the engine's groups beside its walk).
     public struct CopyJob: Sendable {
         /// The files, in order.
         public let paths: [RelativePath]
@@ -15,6 +16,12 @@ extension SyncEngine {
         /// Installs the files (one group commit, or a lone install for one file).
         func run() -> CopyResults {
             mirror.install(paths, from: source, io: io, logger: logger)
+        }
+
+        /// Starts the install of a group whose barrier the caller overlaps with its next
+        /// work (`PendingInstall`: commit, then finish).
+        func begin() -> any PendingInstall {
+            mirror.beginInstall(paths, from: source, io: io, logger: logger)
         }
     }
 

@@ -1,34 +1,3 @@
-/// What applying one pass keeps from one step to the next.
-struct PassApplication {
-    var summary = SyncSummary()
-    var brake: MassDeleteBrake
-    /// The brake holds this pass's deletions (known once all of them are).
-    var hold = false
-    /// Directories whose entries changed, until their finish.
-    var dirty: Set<RelativePath> = []
-    /// Whether finishes are remembered: later steps may change those directories' entries
-    /// (a rename out of one, deletions after renames), and they are then fixed again.
-    var remembersFinishes = true
-    var finished: Set<RelativePath> = []
-    var refix: Set<RelativePath> = []
-    /// Directories whose entries cannot be worked on (failed, or held by the brake).
-    var blocked: [RelativePath] = []
-
-    init(brake: MassDeleteBrake) {
-        self.brake = brake
-    }
-
-    func isBlocked(_ p: RelativePath) -> Bool {
-        blocked.contains { p != $0 && p.isWithin($0) }
-    }
-
-    mutating func markDirty(_ p: RelativePath) {
-        guard let parent = p.parent else { return }
-        dirty.insert(parent)
-        if finished.contains(parent) { refix.insert(parent) }
-    }
-}
-
 /// The engine's steps: one at a time against the mirror and the records, then what a pass
 /// does once all are applied.
 extension SyncEngine {
@@ -55,17 +24,23 @@ extension SyncEngine {
         var i = 0
         while i < steps.count {
             let stretch = Self.stretch(steps[i...], pass)
-            makeAhead(stretch.directories.filter { madeAhead[$0.path] == nil }, stretch.links.filter { madeAhead[$0.path] == nil })
+            let made = pass.madeAhead
+            pass.madeAhead.merge(makeAhead(stretch.directories.filter { made[$0.path] == nil },
+                                           stretch.links.filter { made[$0.path] == nil })) { $1 }
             let end = stretch.end
-            stretchFinishes = []
+            pass.stretchFinishes = []
             for step in steps[i..<max(end, i + 1)] { apply(step, &pass) }
             // The stretch's own results go (used or not); other scans' made ahead stay.
-            for d in stretch.directories { madeAhead[d.path] = nil }
-            for l in stretch.links { madeAhead[l.path] = nil }
-            if let finishes = stretchFinishes, !finishes.isEmpty {
-                if roundFinishes != nil { roundFinishes! += finishes } else { finishAll(finishes, summary: &pass.summary) }
+            for d in stretch.directories { pass.madeAhead[d.path] = nil }
+            for l in stretch.links { pass.madeAhead[l.path] = nil }
+            if let finishes = pass.stretchFinishes, !finishes.isEmpty {
+                if case .atRoundEnd(let kept) = pass.finishes {
+                    pass.finishes = .atRoundEnd(kept + finishes)
+                } else {
+                    finishAll(finishes, &pass)
+                }
             }
-            stretchFinishes = nil
+            pass.stretchFinishes = nil
             i = max(end, i + 1)
         }
     }
@@ -106,16 +81,18 @@ extension SyncEngine {
     }
 
     /// Makes `directories`, then `links`, each kind in one call when there are two or
-    /// more, keeping the results for their steps (`madeAhead`).
+    /// more; returns the results for their steps (`PassApplication.madeAhead`).
     func makeAhead(_ directories: [(path: RelativePath, mode: UInt32)],
-                   _ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) {
+                   _ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) -> [RelativePath: Result<FileStat, any Error>] {
+        var made: [RelativePath: Result<FileStat, any Error>] = [:]
         // Links go after the directories they may sit in: those are made first.
         if !directories.isEmpty && (directories.count > 1 || links.count > 1) {
-            for (d, result) in zip(directories, mirror.makeDirectories(directories)) { madeAhead[d.path] = result }
+            for (d, result) in zip(directories, mirror.makeDirectories(directories)) { made[d.path] = result }
         }
         if links.count > 1 {
-            for (l, result) in zip(links, mirror.makeSymlinks(links)) { madeAhead[l.path] = result }
+            for (l, result) in zip(links, mirror.makeSymlinks(links)) { made[l.path] = result }
         }
+        return made
     }
 
     /// Applies one step: errors per path, a directory's finish after the copies before it.
@@ -144,7 +121,7 @@ extension SyncEngine {
             }
             for action in actions {
                 do {
-                    try execute(action, state: state, summary: &pass.summary)
+                    try execute(action, state: state, &pass)
                     if action.changesMirrorEntries { pass.markDirty(path) }
                     // The directory the file left changed too (maybe after its finish).
                     if case .renameFrom(let old, _) = action { pass.markDirty(old) }
@@ -161,19 +138,19 @@ extension SyncEngine {
             if pass.isBlocked(path) || pass.blocked.contains(path) { return }
             // Copies into it are left to the caller: finished once they landed (a remote
             // burst spent a stat and an attribute call per new directory on this one).
-            if deferredInto.contains(path) {
+            if pass.deferredInto.contains(path) {
                 pass.summary.deferredFinishes.append(path)
                 return
             }
-            if !batch.isEmpty {
-                waitingFinishes.append((path, sourceStat, dirty))
-            } else if !inFlight.isEmpty {
-                inFlight[inFlight.count - 1].finishes.append((path, sourceStat, dirty))
-            } else if stretchFinishes != nil {
+            if !pass.batch.isEmpty {
+                pass.waitingFinishes.append((path, sourceStat, dirty))
+            } else if !pass.inFlight.isEmpty {
+                pass.inFlight[pass.inFlight.count - 1].finishes.append((path, sourceStat, dirty))
+            } else if pass.stretchFinishes != nil {
                 // Finished together at the stretch's end: one stat and one attribute call.
-                stretchFinishes?.append((path, sourceStat, dirty))
+                pass.stretchFinishes?.append((path, sourceStat, dirty))
             } else {
-                finish(path, source: sourceStat, entriesChanged: dirty, summary: &pass.summary)
+                finishAll([(path, sourceStat, dirty)], &pass)
             }
         }
     }
@@ -182,8 +159,8 @@ extension SyncEngine {
     /// fixed again, stale records go (unless something was held or blocked), records are
     /// written.
     func close(_ pass: inout PassApplication, staleRecords: [RelativePath]) {
-        commitBatch(&pass.summary)
-        finishInFlight(&pass.summary)
+        commitBatch(&pass)
+        finishInFlight(&pass)
         for dir in pass.refix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) where !pass.isBlocked(dir) {
             do { try fixDirectory(dir) } catch { report(error, path: dir, into: &pass.summary) }
         }
