@@ -16,7 +16,10 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var status: StatusPublisher<C>
     /// Set on SIGTERM: copies in progress give up.
     public nonisolated let cancellation = CancellationFlag()
-    var manager: SyncManager<C>?
+    /// The mirror, from its records' preparation to the stop.
+    var link: MirrorLink<C>?
+    /// The current generation's manager.
+    var manager: SyncManager<C>? { link?.manager }
     /// The current watcher (a reload replaces it) and the task feeding its events.
     var watcher: (any WatcherProviding)?
     /// A watcher whose `start` (its walk of the tree: 10 s on 200,000 directories) holds
@@ -27,19 +30,11 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var state = AgentState.starting
     var lastFullSync: String?
     var seenPasses = 0
-    /// When the mirror's host stopped answering (status wording), nil while it answers.
-    var unreachableSince: String?
     /// The full passes whose memory was given back (`AgentHost.releaseMemory`).
     var releasedAfterPasses = 0
     var rootProblem: String?
     /// The source root's recorded identity.
     var rootIdentity: FileIdentity?
-    /// The mirror root as prepared (checked and probed at start).
-    var mirrorRoot: MirrorRoot?
-    /// The records, while running.
-    var store: (any AgentRecordStore)?
-    /// When a rewrite of the records was last asked for, and the snapshot's size then.
-    var compactionAsked: (at: C.Instant, snapshot: UInt64)?
     /// What the watchdog listens to (see `Watchdog`).
     public nonisolated let heartbeat = Heartbeat()
 
@@ -86,11 +81,10 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         }
         defer { prepared.release() }
         let store = prepared.store
-        self.store = store
         var records = prepared.records
         records.root = FileIdentity(device: prepared.root.device, inode: prepared.root.inode)
         rootIdentity = records.root
-        mirrorRoot = records.mirror
+        link = MirrorLink(store: store, root: records.mirror)
         try store.apply([.setRoot(records.root!)])
         // Signals are read on a thread of their own: a watcher's walk holds the actor, and
         // the thread it runs on, until it ends (with one CPU, the pool's only thread).
@@ -123,7 +117,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             // A write the stopped manager still holds must not land after the next one's;
             // then its trees go, so that nothing holds an unplugged disk's file system.
             if let manager { await manager.drainRecords() }
-            manager = nil
+            link?.manager = nil
             while !stopRequested, checkRoot(recordedEntries: 1, identity: records.root) != nil {
                 try? await clock.sleep(for: .milliseconds(500))
             }
@@ -164,7 +158,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
                                       Agent.rootProblem(host: host, settings: settings, identity: identity,
                                                         recordedEntries: entries, mirror: mirror)
                                   })
-        self.manager = manager
+        link?.manager = manager
         let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat, cancellation: cancellation)
         self.watcher = watcher
         // The watcher's walk is sequential (watch, then list): readers ahead of it fill
@@ -178,7 +172,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             stopWarming()
             throw error
         }
-        consumer = Task { await manager.consume(events) }
+        consumer = Task { await SyncManager.feed(events, to: [manager]) }
         state = .syncing
         await manager.requestFullResync()
         await manager.run()
@@ -190,7 +184,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
 
     func checkRoot(recordedEntries: Int, identity: FileIdentity?) -> String? {
         Agent.rootProblem(host: host, settings: settings, identity: identity, recordedEntries: recordedEntries,
-                          mirror: mirrorRoot)
+                          mirror: link?.root)
     }
 
     /// Why the source root cannot be trusted now, or the mirror root not written, or nil.
@@ -280,7 +274,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         do {
             let events = try start(watcher)
             self.watcher = watcher
-            consumer = Task { await manager.consume(events) }
+            consumer = Task { await SyncManager.feed(events, to: [manager]) }
             old?.stop()
         } catch {
             logger.error("cannot restart watching: \(error)")
@@ -320,12 +314,12 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     /// new snapshot, so that neither the disk nor the next start pays for every change
     /// since the agent started. Until one is written, asked again only after 30 s.
     func compactIfLogIsLong() async {
-        guard let manager, let store, !stopRequested, rootProblem == nil, !state.isError, store.needsCompaction else { return }
+        guard let manager, let store = link?.store, !stopRequested, rootProblem == nil, !state.isError, store.needsCompaction else { return }
         let now = clock.now
-        if let asked = compactionAsked, asked.snapshot == store.snapshotLength, asked.at.duration(to: now) < .seconds(30) {
+        if let asked = link?.compactionAsked, asked.snapshot == store.snapshotLength, asked.at.duration(to: now) < .seconds(30) {
             return
         }
-        compactionAsked = (now, store.snapshotLength)
+        link?.compactionAsked = (now, store.snapshotLength)
         logger.debug("records log \(store.logLength) bytes, snapshot \(store.snapshotLength): compacting")
         await manager.compactRecordsInBackground()
     }
@@ -368,7 +362,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         if let since { line = "remote unreachable since \(since), " + line }
         // After STOPPING=1 (a SIGTERM during the initial sync) no READY=1. A host that
         // cannot be reached does not hold READY back: the agent watches and waits for it.
-        if (current == .watching || unreachableSince != nil) && !status.readySent && !stopRequested {
+        if (current == .watching || link?.unreachableSince != nil) && !status.readySent && !stopRequested {
             status.ready(line)
         } else {
             status.notify(line)
@@ -379,14 +373,15 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     /// that time while it lasts.
     func noteUnreachable(_ message: String?) -> String? {
         guard let message else {
-            unreachableSince = nil
+            link?.unreachableSince = nil
             return nil
         }
-        if unreachableSince == nil {
-            unreachableSince = host.timestamp()
-            logger.warning("remote unreachable since \(unreachableSince!): \(message); changes wait, retrying")
+        if link?.unreachableSince == nil {
+            let since = host.timestamp()
+            link?.unreachableSince = since
+            logger.warning("remote unreachable since \(since): \(message); changes wait, retrying")
         }
-        return unreachableSince
+        return link?.unreachableSince
     }
 
     func writeStatus(state: AgentState, snapshot: SyncManager<C>.Snapshot?, extraErrors: [(String, String)], force: Bool,
@@ -405,7 +400,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         if let remote = settings.remote {
             withLimits.remote = remote.host
             withLimits.lagSeconds = (snapshot?.lag).map { (ByteSize.seconds($0) * 10).rounded() / 10 } ?? 0
-            if let since = unreachableSince, let message = snapshot?.unreachable,
+            if let since = link?.unreachableSince, let message = snapshot?.unreachable,
                let at = withLimits.errors.firstIndex(where: { $0.path == "." && $0.message == message }) {
                 withLimits.errors[at].message = "remote unreachable since \(since): " + withLimits.errors[at].message
             }

@@ -32,20 +32,33 @@ extension SyncManager {
         }
     }
 
-    /// Feeds a watcher's events to `receive` until the stream ends, from a thread of its
-    /// own through the events inbox: the events that come while the actor works (a round
-    /// blocked on a remote mirror) are taken together by the next round or hop. (Read on
-    /// the actor's thread, each event was one round: the stream's reader and the loop took
-    /// turns there, and a remote mirror's round costs a round trip.)
+    /// Feeds a watcher's events to `receive` until the stream ends (`feed` with this
+    /// manager alone).
     public nonisolated func consume(_ stream: AsyncStream<WatchEvent>) async {
+        await Self.feed(stream, to: [self])
+    }
+
+    /// Feeds one watcher's events to every manager in `managers`, from a thread of its
+    /// own, each through its inbox (`post`): the events that come while a manager works (a
+    /// round blocked on a remote mirror) are taken together by its next round or hop. (Read
+    /// on the actor's thread, each event was one round: the stream's reader and the loop
+    /// took turns there, and a remote mirror's round costs a round trip.)
+    public nonisolated static func feed(_ stream: AsyncStream<WatchEvent>, to managers: [SyncManager]) async {
         let reader = ManagerThread(label: "keepsync.events")
         defer { reader.close() }
         await withTaskExecutorPreference(reader) {
             for await event in stream {
-                guard self.events.post(event) else { continue }
-                Task(executorPreference: self.thread) { await self.takeEvents() }
+                for manager in managers { manager.post(event) }
             }
         }
+    }
+
+    /// The door events enter the manager by from outside its actor: into the events
+    /// inbox, taken by the next round (`processDue`) or by the hop the first post of a
+    /// batch schedules, whichever comes first.
+    public nonisolated func post(_ event: WatchEvent) {
+        guard events.post(event) else { return }
+        Task(executorPreference: thread) { await self.takeEvents() }
     }
 
     /// Receives the events the inbox holds, in the order they came.
