@@ -1,4 +1,5 @@
-import Synchronization
+import Dispatch
+
 /// `keepsync run`: the long-running agent. Takes the lock, starts watching (watch first,
 /// then the initial full pass, so nothing falls in between), feeds events to the
 /// SyncManager, reports status, and handles signals. When the source root vanishes it
@@ -22,9 +23,11 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var manager: SyncManager<C>? { link?.manager }
     /// The current watcher (a reload replaces it) and the task feeding its events.
     var watcher: (any WatcherProviding)?
-    /// A watcher whose `start` (its walk of the tree: 10 s on 200,000 directories) holds
-    /// the actor now: SIGTERM stops it from the signal task, without waiting for the actor.
-    nonisolated let starting = Mutex<(any WatcherProviding)?>(nil)
+    /// Watchers whose `start` (a walk of the tree: 10 s on 200,000 directories) is under
+    /// way, off the actor, by a number of their own: a SIGTERM, or a reload's new watcher,
+    /// stops them.
+    var starting: [Int: any WatcherProviding] = [:]
+    var startsMade = 0
     var consumer: Task<Void, Never>?
     var stopRequested = false
     var state = AgentState.starting
@@ -37,6 +40,14 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var rootIdentity: FileIdentity?
     /// What the watchdog listens to (see `Watchdog`).
     public nonisolated let heartbeat = Heartbeat()
+    /// The actor's thread, as the manager has one: the agent's blocking steps (the records'
+    /// load, the trees' open) hold it, never a thread of Swift's cooperative pool.
+    nonisolated let thread = ManagerThread(label: "keepsync.agent")
+
+    /// The actor's executor: its thread.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
+
+    deinit { thread.close() }
 
     /// An agent for `settings`; `reload` resolves them again on SIGHUP.
     public init(settings: Settings, host: any AgentHost, notifier: any Notifier, statusWriter: any StatusWriter,
@@ -86,22 +97,14 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         rootIdentity = records.root
         link = MirrorLink(store: store, root: records.mirror)
         try store.apply([.setRoot(records.root!)])
-        // Signals are read on a thread of their own: a watcher's walk holds the actor, and
-        // the thread it runs on, until it ends (with one CPU, the pool's only thread).
-        let signalThread = ManagerThread(label: "keepsync.signals")
-        let signalTask = Task.detached(executorPreference: signalThread) {
-            // Each on a task of its own: a SIGTERM must not wait for a reload held by a busy
-            // manager.
+        // Signals are messages to the actor, each handled in a task of its own: a SIGTERM
+        // must not wait for a reload held by a busy manager.
+        let signalTask = Task {
             for await signal in signals {
-                self.preempt(signal)
-                // Detached: not on the signal thread, which ends with `run`.
-                Task.detached { await self.handle(signal) }
+                Task { await self.handle(signal) }
             }
         }
-        defer {
-            signalTask.cancel()
-            signalThread.close()
-        }
+        defer { signalTask.cancel() }
         let statusTask = Task { await self.statusLoop() }
         defer { statusTask.cancel() }
 
@@ -166,7 +169,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let stopWarming = host.warmDirectories(settings)
         let events: AsyncStream<WatchEvent>
         do {
-            events = try start(watcher)
+            events = try await start(watcher)
             stopWarming()
         } catch {
             stopWarming()
@@ -204,25 +207,24 @@ public actor Agent<C: Clock> where C.Duration == Duration {
                                     current: current)
     }
 
-    /// Starts `watcher` where a SIGTERM can stop its walk (`preempt`).
-    func start(_ watcher: any WatcherProviding) throws -> AsyncStream<WatchEvent> {
-        starting.withLock { $0 = watcher }
-        defer { starting.withLock { $0 = nil } }
+    /// Starts `watcher`: its walk runs on a thread of its own while the actor stays free
+    /// for a SIGTERM, which stops it (the stream then comes back finished).
+    func start(_ watcher: any WatcherProviding) async throws -> AsyncStream<WatchEvent> {
+        startsMade += 1
+        let token = startsMade
+        starting[token] = watcher
+        defer { starting[token] = nil }
         // Stopping already: no walk (`handle` ends the generation).
         if cancellation.isSet { return AsyncStream { $0.finish() } }
-        return try watcher.start(excluding: settings.excludes)
+        let excludes = settings.excludes
+        return try await withCheckedThrowingContinuation { done in
+            DispatchQueue(label: "keepsync.walk").async {
+                done.resume(with: Result { try watcher.start(excluding: excludes) })
+            }
+        }
     }
 
     // MARK: Signals
-
-    /// What a stop does at once, off the actor: copies give up and a walk under way ends
-    /// (its watcher's stream comes back finished); `handle` does the rest once the actor
-    /// is free.
-    nonisolated func preempt(_ signal: AgentSignal) {
-        guard signal == .terminate || signal == .interrupt else { return }
-        cancellation.set()
-        starting.withLock { $0 }?.stop()
-    }
 
     func handle(_ signal: AgentSignal) async {
         switch signal {
@@ -234,9 +236,11 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             await reloadConfiguration()
         case .terminate, .interrupt:
             logger.info("\(signal.name): stopping")
+            // Copies and a walk under way give up at once.
+            cancellation.set()
+            for walking in starting.values { walking.stop() }
             stopRequested = true
             notifier.stopping()
-            cancellation.set()
             watcher?.stop()
             await manager?.stop()
         }
@@ -270,9 +274,11 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         guard manager === self.manager, await !manager.hasStopped, !stopRequested, rootProblem == nil else { return }
         // A new watcher with the new excludes; the full resync covers the switch-over.
         let old = watcher
+        // A walk still under way follows the old excludes: it ends, and this one replaces it.
+        for walking in starting.values { walking.stop() }
         let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat, cancellation: cancellation)
         do {
-            let events = try start(watcher)
+            let events = try await start(watcher)
             self.watcher = watcher
             consumer = Task { await SyncManager.feed(events, to: [manager]) }
             old?.stop()
