@@ -370,8 +370,12 @@ struct Recording {
             var mapped = loaded
             let reused = reusedBefore(cut)
             for (path, record) in loaded.table where record.kind == .regular {
-                let certain = !reused.contains(record.mirrorInode)
-                if !certain { tally.reusedInodes += 1 }
+                // A record that names no mirror inode (FUSE: inode numbers do not survive a
+                // remount, so records keep none) says nothing of which install it describes;
+                // the model's 0 is "not known", not a number: judged by path below.
+                let named = record.mirrorInode != 0
+                let certain = named && !reused.contains(record.mirrorInode)
+                if named && !certain { tally.reusedInodes += 1 }
                 // Durable: the install of the inode it names was not undone by the cut.
                 if certain, let i = installs[path.bytes]?.last(where: { $0 < cut && model.nodes[operations[$0].installed!.node]?.originalInode == record.mirrorInode }),
                    !kept[i] {
