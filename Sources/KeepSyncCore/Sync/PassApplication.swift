@@ -50,6 +50,8 @@ struct PassApplication {
     var madeAhead: [RelativePath: Result<FileStat, any Error>]
     /// The copies of the pass: made, and planned so far.
     var progress = PassProgress()
+    /// Record slots a streamed full pass wrote (their records are not stale); nil outside one.
+    var writes: BitSet?
 
     init(brake: MassDeleteBrake, defersCopies: Bool = false, finishes: FinishPolicy = .atStretchEnd,
          madeAhead: [RelativePath: Result<FileStat, any Error>] = [:]) {

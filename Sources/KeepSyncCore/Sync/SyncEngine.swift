@@ -19,8 +19,6 @@ public final class SyncEngine {
     public let recordWriter: RecordWriter
     /// Called after each file this engine copies itself, with the pass's progress.
     public var onCopy: ((PassProgress) -> Void)?
-    /// Record slots the pass being streamed wrote (their records are not stale).
-    var passWrites: BitSet?
     /// Batch size for record appends: at least this, and two of the mirror's groups (each
     /// append waits on a mirror barrier, a round trip on a remote one: 21 of them in a
     /// 20,000-file remote pass).
@@ -237,7 +235,7 @@ public final class SyncEngine {
             let st = try pass.madeAhead.removeValue(forKey: path)?.get()
                 ?? mirror.makeSymlink(path, target: target, mtime: state.source?.mtime ?? Timespec(seconds: 0, nanoseconds: 0))
             pass.summary.createdLinks += 1
-            if let s = state.source { change(.put(FileRecord(path: path, source: s, linkTarget: target, mirrorInode: st.inode))) }
+            if let s = state.source { change(.put(FileRecord(path: path, source: s, linkTarget: target, mirrorInode: st.inode)), &pass) }
             logger.debug("linked \(path.escaped)")
         case .remove(let path):
             try mirror.remove(path)
@@ -248,7 +246,7 @@ public final class SyncEngine {
             try mirror.setAttributes(path, mode: mode, mtime: mtime)
             pass.summary.attributesSet += 1
         case .updateRecord(let record):
-            change(.put(record))
+            change(.put(record), &pass)
         case .dropRecord(let path):
             change(.remove(path))
         case .skipSpecial:
@@ -266,7 +264,7 @@ public final class SyncEngine {
             guard let m = try mirror.stat(path) else { return }
             if m.mode != s.mode { try mirror.setAttributes(path, mode: s.mode, mtime: nil) }
             change(.remove(old))
-            change(.put(FileRecord(path: path, source: s, mirrorInode: m.inode)))
+            change(.put(FileRecord(path: path, source: s, mirrorInode: m.inode)), &pass)
             pass.summary.renamed += 1
             logger.info("renamed \(old.escaped) to \(path.escaped)")
         }
@@ -301,6 +299,11 @@ public final class SyncEngine {
         change(.put(FileRecord(path: result.path, source: result.source, mirrorInode: result.installed.inode)))
     }
 
+    /// Records a copy the pass made itself.
+    func recordCopy(_ result: CopyResult, _ pass: inout PassApplication) {
+        change(.put(FileRecord(path: result.path, source: result.source, mirrorInode: result.installed.inode)), &pass)
+    }
+
     /// Sets directories' modes and mtimes from the source after their entries changed, and
     /// their records: one stat and one attribute call for all on a batching mirror. Returns
     /// the errors (a directory gone from either side is skipped).
@@ -317,9 +320,17 @@ public final class SyncEngine {
     /// Sets one directory's mode and mtime from the source after its entries changed, and
     /// its record; its errors thrown (nothing when it is gone from either side).
     public func fixDirectory(_ path: RelativePath) throws {
+        var pass = PassApplication(brake: MassDeleteBrake(options))
+        try fixDirectory(path, writingInto: &pass)
+    }
+
+    /// `fixDirectory` at a pass's close: its record's slot counts among the pass's writes.
+    func fixDirectory(_ path: RelativePath, writingInto outer: inout PassApplication) throws {
         guard let s = try source.stat(path), s.kind == .directory,
               let m = try mirror.stat(path), m.kind == .directory else { return }
-        var pass = PassApplication(brake: MassDeleteBrake(options))
+        var pass = PassApplication(brake: outer.brake)
+        pass.writes = outer.writes
+        defer { outer.writes = pass.writes }
         for action in planner.finishDirectory(path: path, source: s, mirror: m, record: records.table[path], entriesChanged: true) {
             try execute(action, state: PathState(path: path, source: s, record: nil, mirror: m), &pass)
         }
@@ -373,8 +384,13 @@ public final class SyncEngine {
             c = .put(r)
         }
         records.apply(c)
-        if case .put(let r) = c, passWrites != nil, let slot = records.table.slotIndex(of: r.path) { passWrites?.insert(slot) }
         if recordWriter.add(c) >= recordBatch { recordWriter.flush() }
+    }
+
+    /// Queues a record change a pass makes; a put counts among a streamed pass's writes.
+    func change(_ c: RecordChange, _ pass: inout PassApplication) {
+        change(c)
+        if case .put(let r) = c, pass.writes != nil, let slot = records.table.slotIndex(of: r.path) { pass.writes?.insert(slot) }
     }
 
     /// Records the source root's identity when it differs from the stored one.

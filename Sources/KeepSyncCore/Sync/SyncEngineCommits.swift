@@ -69,7 +69,7 @@ extension SyncEngine {
         for (path, result) in results {
             switch result {
             case .success(let copied?):
-                recordCopy(copied)
+                recordCopy(copied, &pass)
                 pass.summary.copiedFiles += 1
                 pass.summary.copiedBytes += copied.installed.size
                 pass.progress.copied.files += 1

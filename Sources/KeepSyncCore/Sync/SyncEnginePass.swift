@@ -26,13 +26,12 @@ extension SyncEngine {
         var pass = PassApplication(brake: brake ?? MassDeleteBrake(options), defersCopies: deferCopies)
         // Nothing walked later changes the entries of a directory finished on the way.
         pass.remembersFinishes = false
-        passWrites = BitSet()
-        defer { passWrites = nil }
+        pass.writes = BitSet()
         var scan = SyncScan(scope: .root)
         let inodes = RecordedInodes(records.table)
         let held = try walk(TreeWalk(scope: .root, inodes: inodes, holdsDirectories: true), &scan, &pass)
         let moved = walkLeftDirectories(held, inodes, &scan, &pass)
-        if let writes = passWrites { scan.visitedRecords.formUnion(writes) }
+        if let writes = pass.writes { scan.visitedRecords.formUnion(writes) }
         scanner().settle(&scan, moved: moved)
         noteSpecial(scan)
         noteSkipped(scan)
@@ -107,10 +106,8 @@ extension SyncEngine {
     /// that cannot be made is logged, and its new directory is then walked and copied.
     private func moveDirectories(_ moves: [Move], _ summary: inout SyncSummary) -> [Move] {
         var done: [Move] = []
-        // Moved records are walked again under their new path, not written by this pass.
-        let writes = passWrites
-        passWrites = nil
-        defer { passWrites = writes }
+        // Moved records are walked again under their new path, not written by this pass
+        // (`applyRename` counts no write).
         for pair in moves.sorted(by: { $0.to.depth < $1.to.depth }) {
             var move = pair
             for d in done { if let r = move.from.rebased(from: d.from, to: d.to) { move.from = r } }

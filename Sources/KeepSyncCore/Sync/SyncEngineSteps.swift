@@ -162,7 +162,7 @@ extension SyncEngine {
         commitBatch(&pass)
         finishInFlight(&pass)
         for dir in pass.refix.sorted(by: { $0.depth != $1.depth ? $0.depth > $1.depth : $0 < $1 }) where !pass.isBlocked(dir) {
-            do { try fixDirectory(dir) } catch { report(error, path: dir, into: &pass.summary) }
+            do { try fixDirectory(dir, writingInto: &pass) } catch { report(error, path: dir, into: &pass.summary) }
         }
         // Forget records of paths the scan no longer found (only when nothing was held or blocked).
         for path in staleRecords where records.table[path] != nil {
