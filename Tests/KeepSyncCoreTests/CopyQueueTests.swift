@@ -13,7 +13,7 @@ struct CopyQueueTests {
         let first = q.next(limit: 8, shape: Self.shape), second = q.next(limit: 8, shape: Self.shape)
         #expect(first == [RelativePath("a")])
         #expect(second == nil)
-        #expect(q.isRunning(RelativePath("a")))
+        #expect(q.runningPaths.contains(RelativePath("a")))
         #expect(!q.isEmpty)
     }
 

@@ -27,8 +27,6 @@ struct CopyQueue {
     /// The files whose copy is under way.
     var runningPaths: Dictionary<RelativePath, Bool>.Keys { running.keys }
 
-    /// True when `path`'s copy is under way.
-    func isRunning(_ path: RelativePath) -> Bool { running[path] != nil }
     /// True when `path` waits for a copy or its copy is under way.
     func holds(_ path: RelativePath) -> Bool { running[path] != nil || queued.contains(path) }
 

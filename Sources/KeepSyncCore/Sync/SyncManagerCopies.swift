@@ -36,7 +36,7 @@ extension SyncManager {
     /// Returns once no copy is queued or running, their completions applied (a caller
     /// driving `processDue` itself, as a test does, waits here for the round to end).
     public func waitForCopies() async {
-        while !(copies.isEmpty) {
+        while !copies.isEmpty {
             // Asked again inside: see `waitForSignal`.
             await withCheckedContinuation { c in
                 if copies.isEmpty { c.resume() } else { copyWaiters.append(c) }
