@@ -86,7 +86,9 @@ struct CommandRunner: Sendable {
         let host = try LinuxAgentHost(settings: settings)
         defer { host.remote?.session.close() }
         // A live change's rsync starts ahead of it (the agent ignores SIGPIPE).
-        host.remote?.session.keepRsyncWarm()
+        if let remote = host.remote {
+            RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source).keepRsyncWarm()
+        }
         let agent = Agent(settings: settings, host: host, notifier: SystemdNotifier(environment: environment),
                           statusWriter: StatusFileWriter(stateDirectory: settings.state), progress: progress,
                           clock: ContinuousClock(), logger: logger, reload: { try runner.settings(invocation) })

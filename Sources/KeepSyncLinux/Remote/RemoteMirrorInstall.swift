@@ -174,6 +174,16 @@ extension RemoteMirror {
         }
     }
 
+    /// Keeps an rsync for the next batch started ahead (`RemoteSession.keepRsyncWarm`).
+    public func keepRsyncWarm() {
+        let (target, sourceRoot, rsync, timeout) = (target, sourceRoot, rsync, rsyncIOTimeout)
+        session.keepRsyncWarm { [weak session] version in
+            guard let session else { return nil }
+            return RemoteMirror(session: session, target: target, sourceRoot: sourceRoot, rsync: rsync, rsyncIOTimeout: timeout)
+                .rsyncArguments(fsync: version.hasFsync)
+        }
+    }
+
     /// The rsync argv for a batch (the list itself goes on stdin).
     public func rsyncArguments(fsync: Bool) -> [[UInt8]] {
         var argv: [[UInt8]] = [rsync]

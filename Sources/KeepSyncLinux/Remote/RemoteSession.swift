@@ -5,8 +5,10 @@ import Synchronization
 
 /// One persistent, multiplexed ssh connection to a remote mirror's host for the life of
 /// the value (`ControlMaster`, its socket in a private directory), reopened when it
-/// drops. Runs fixed remote scripts with their data on stdin, under a deadline that
-/// kills the client; rsync runs go over the same master (`rsyncShell`). Safe on any thread.
+/// drops. Runs fixed remote scripts with their data on stdin through one remote shell
+/// started once per connection (`RemoteShell`: the login shell's start is paid once, not
+/// per command), under a deadline that ends it; rsync runs go over the same master
+/// (`rsyncShell`), one started ahead when asked (`keepRsyncWarm`). Safe on any thread.
 public final class RemoteSession: Sendable {
     /// Timeouts and keep-alives.
     public struct Timing: Sendable {
@@ -22,12 +24,12 @@ public final class RemoteSession: Sendable {
         /// How long a warm rsync waits before it is renewed (at most half the rsync's own
         /// `--timeout`).
         public var warm: Duration
-        /// How long after the last rsync run warm ones are renewed.
+        /// How long after the last rsync run or remote command warm ones are renewed.
         public var warmWhileIdle: Duration
 
         /// Timings.
         public init(connectSeconds: Int = 10, aliveInterval: Int = 5, aliveCount: Int = 3, command: Duration = .seconds(60),
-                    warm: Duration = .seconds(30), warmWhileIdle: Duration = .seconds(300)) {
+                    warm: Duration = .seconds(30), warmWhileIdle: Duration = .seconds(86_400)) {
             self.connectSeconds = connectSeconds
             self.aliveInterval = aliveInterval
             self.aliveCount = aliveCount
@@ -66,6 +68,11 @@ public final class RemoteSession: Sendable {
         var standbys = 0
         var warmRuns = 0
         var endedIdle = 0
+        /// The warm rsync's argv for the remote rsync's version (`keepRsyncWarm`).
+        var warmArgv: (@Sendable (RemoteRsyncVersion) -> [[UInt8]]?)?
+        /// Remote shells started, and the pid of the one running.
+        var shells = 0
+        var shellPid: pid_t?
         /// Remote commands and rsync runs under way (each an ssh session).
         var sessions = 0
         var lastRun: ContinuousClock.Instant?
@@ -84,6 +91,8 @@ public final class RemoteSession: Sendable {
         var number: Int
     }
     private let state = Mutex(State())
+    /// The remote shell; held while a command runs (commands take turns).
+    private let shell = Mutex<RemoteShell?>(nil)
     /// Serializes opening and closing the master.
     private let opening = Mutex(())
     /// Where warm rsyncs' renewals fire: a queue of its own (a thread when it needs one),
@@ -124,6 +133,8 @@ public final class RemoteSession: Sendable {
     public var connectionsOpened: Int { state.withLock { $0.connections } }
     /// Remote commands run (the master's opening not counted).
     public var commandsRun: Int { state.withLock { $0.commands } }
+    /// Remote shells started (one per connection, again after one ended).
+    public var shellsStarted: Int { state.withLock { $0.shells } }
     /// rsync runs started.
     public var rsyncRuns: Int { state.withLock { $0.rsyncRuns } }
     /// rsync runs that went to a warm rsync (`keepRsyncWarm`).
@@ -133,32 +144,82 @@ public final class RemoteSession: Sendable {
 
     // MARK: Commands
 
-    /// Runs `script` (one line for the remote login shell, a POSIX sh) over the master
-    /// with `input` on its stdin; the output whatever its exit status. Throws
-    /// `RemoteFailure` when the host is unreachable (our deadline included: the client is
-    /// killed and the master closed) or refuses the login.
+    /// Runs `script` (a POSIX sh command line) in the connection's remote shell with
+    /// `input` on its stdin; the output whatever its exit status. Commands take turns in
+    /// that one shell, which is started when none runs. Throws `RemoteFailure` when the
+    /// host is unreachable (our deadline included: the shell is ended and the master
+    /// closed), refuses the login, or the shell ended before it answered.
     public func run(_ script: [UInt8], input: [UInt8] = [], timeout: Duration? = nil) throws(RemoteFailure) -> RemoteOutput {
         try ensureMaster()
-        // Sessions beside a pass's installs: the warm rsync gives its one up (sshd's
-        // MaxSessions is 10 by default, and a pass with live copies beside may need all).
-        state.withLock { s -> Standby? in
-            s.commands += 1
-            s.sessions += 1
-            return s.sessions >= Self.sessionsWithoutWarm ? s.takeStandby() : nil
-        }?.child.abandon()
-        defer { state.withLock { $0.sessions -= 1 } }
+        state.withLock { $0.commands += 1 }
         let deadline = timeout ?? timing.command
-        let result = try spawn(sshArguments + [Array("--".utf8), Array(destination.utf8), script], input: input, timeout: deadline)
-        if result.timedOut {
+        let outcome = try shell.withLock { shell throws(RemoteFailure) -> RemoteShell.Outcome in
+            if let running = shell, !running.isAlive {
+                running.end()
+                shell = nil
+            }
+            if shell == nil { shell = try startShell() }
+            let outcome = shell!.exchange(script, input: input, timeout: deadline)
+            if case .answered = outcome { return outcome }
+            state.withLock { $0.shellPid = nil }
+            shell!.end()
+            shell = nil
+            return outcome
+        }
+        switch outcome {
+        case .answered(let output):
+            refillAfterCommand()
+            return output
+        case .timedOut:
             closeMaster()
             throw RemoteFailure(.unreachable, host: host, "no answer within \(deadline)")
+        case .ended(let status, let stderr):
+            throw shellEnded(status, stderr)
         }
-        if result.status == 255 {
-            let failure = classify(result.stderr)
-            if failure.kind != .remoteCommand { closeMaster() }
-            throw failure
+    }
+
+    /// Starts the remote shell (its ssh never becomes a master itself) and waits for its
+    /// first answer, which also takes whatever the login shell printed on its way.
+    private func startShell() throws(RemoteFailure) -> RemoteShell {
+        let argv = sshArguments.map { $0 == Array("ControlMaster=auto".utf8) ? Array("ControlMaster=no".utf8) : $0 }
+            + [Array("--".utf8), Array(destination.utf8), RemoteShell.command]
+        let started: RemoteShell
+        do throws(Errno) { started = try RemoteShell(argv) } catch {
+            throw RemoteFailure(.remoteCommand, host: host, "cannot run \(String(decoding: argv[0], as: UTF8.self)): \(error.text)")
         }
-        return RemoteOutput(status: result.status, stdout: result.stdout, stderr: result.stderr, elapsed: result.elapsed)
+        state.withLock { s in
+            s.shells += 1
+            s.shellPid = started.pid
+        }
+        let limit = Duration.seconds(Int64(timing.connectSeconds) + 15)
+        switch started.exchange(Array("exit 0".utf8), input: [], timeout: limit) {
+        case .answered(let output) where output.status == 0:
+            return started
+        case .answered(let output):
+            started.end()
+            throw RemoteFailure(.remoteCommand, host: host, "the remote shell did not start: exit \(output.status)")
+        case .timedOut:
+            started.end()
+            closeMaster()
+            throw RemoteFailure(.unreachable, host: host, "the remote shell did not answer within \(limit)")
+        case .ended(let status, let stderr):
+            throw shellEnded(status, stderr)
+        }
+    }
+
+    /// The failure of a shell whose ssh ended (`status`) before it answered.
+    private func shellEnded(_ status: Int32, _ stderr: [UInt8]) -> RemoteFailure {
+        state.withLock { $0.shellPid = nil }
+        var failure = classify(stderr)
+        // The loop never exits 255 itself: that is ssh's own failure, the connection's.
+        if status == 255 && failure.kind == .remoteCommand {
+            failure = RemoteFailure(.unreachable, host: host, stderr.isEmpty ? "the connection ended" : failure.message)
+        }
+        if failure.kind != .remoteCommand {
+            closeMaster()
+            return failure
+        }
+        return RemoteFailure(.remoteCommand, host: host, "the remote shell ended (exit \(status)): \(failure.message)")
     }
 
     /// `run`, throwing `.remoteCommand` with its stderr unless it exits 0.
@@ -256,15 +317,29 @@ public final class RemoteSession: Sendable {
 
     // MARK: The warm rsync
 
-    /// From now on, after an rsync run that ended well while no other session was open, the
-    /// next rsync is spawned ahead with the same argv, waiting for its list: a live change's
-    /// install then skips rsync's and ssh's start (about 15 ms on the loopback). One more
-    /// ssh session while it waits; given up when four are open, renewed every `timing.warm`
-    /// while runs came within `timing.warmWhileIdle`, ended by `closeMaster` and `close`.
-    public func keepRsyncWarm() { state.withLock { $0.warm = true } }
+    /// From now on an rsync is spawned ahead, waiting for its list, whenever none runs:
+    /// after a run that ended well or a remote command, while no other rsync run is open,
+    /// once the remote rsync's version is known (`argv` gives its arguments for it). A live
+    /// change's install then skips rsync's, ssh's and the login shell's start. One more ssh
+    /// session while it waits (taken by the first of several runs at once), renewed every `timing.warm`
+    /// while runs or commands came within `timing.warmWhileIdle`, ended by `closeMaster`
+    /// and `close`.
+    public func keepRsyncWarm(_ argv: @escaping @Sendable (RemoteRsyncVersion) -> [[UInt8]]?) {
+        state.withLock { s in
+            s.warm = true
+            s.warmArgv = argv
+        }
+    }
 
-    /// Open sessions at which the warm rsync gives its own up.
-    static let sessionsWithoutWarm = 4
+    /// After a remote command: the warm rsync spawned when none waits.
+    private func refillAfterCommand() {
+        let argv = state.withLock { s -> [[UInt8]]? in
+            s.lastRun = .now
+            guard s.warm, s.standby == nil, s.sessions == 0, !s.closed, let version = s.rsync else { return nil }
+            return s.warmArgv?(version) ?? nil
+        }
+        if let argv { spawnStandby(argv) }
+    }
 
     /// How long a warm rsync for `argv` may wait: `timing.warm`, at most half its `--timeout`.
     func warmAge(_ argv: [[UInt8]]) -> Duration {
@@ -370,8 +445,14 @@ public final class RemoteSession: Sendable {
                 return (s.masterPid, s.takeStandby())
             }
             standby?.child.abandon()
+            endShell()
             killMaster(pid)
         }
+    }
+
+    /// Kills the remote shell's ssh (a command under way then fails; its caller reaps it).
+    private func endShell() {
+        if let pid = state.withLock({ s in defer { s.shellPid = nil }; return s.shellPid }), pid > 1 { kill(-pid, SIGKILL) }
     }
 
     private func killMaster(_ pid: pid_t?) {
@@ -392,6 +473,7 @@ public final class RemoteSession: Sendable {
         }
         guard first else { return }
         state.withLock { $0.takeStandby() }?.child.abandon()
+        endShell()
         let pid = state.withLock { $0.masterPid }
         killMaster(pid)
         state.withLock { $0.masterOpen = false }
