@@ -108,13 +108,20 @@ public final class LoopbackSSHD: Sendable {
 
     /// Generates the keys, starts sshd on a free port (another on a collision) and waits
     /// until `ssh … true` succeeds, for at most `timeout`. Throws `Unavailable` when the
-    /// programs are missing, `Failure` when sshd does not come up.
-    public static func start(timeout: Duration = .seconds(30)) throws -> LoopbackSSHD {
+    /// programs are missing, `Failure` when sshd does not come up. With `shellStartup`,
+    /// every bash that sshd starts (a session's login shell: for a command, rsync's server,
+    /// a remote shell) first notes itself in `loginShells` and sleeps that long, as a
+    /// `~/.bashrc` running pyenv or conda does (`BASH_ENV`; the user's login shell must be
+    /// bash, else `Unavailable`).
+    public static func start(timeout: Duration = .seconds(30), shellStartup: Duration? = nil) throws -> LoopbackSSHD {
         let tools = try Tools.locate()
         guard let passwd = getpwuid(geteuid()), let name = passwd.pointee.pw_name else {
             throw Failure(description: "uid \(geteuid()) has no user name")
         }
         let user = String(cString: name)
+        if shellStartup != nil, let shell = passwd.pointee.pw_shell, !String(cString: shell).hasSuffix("/bash") {
+            throw Unavailable(description: "the login shell of \(user) is \(String(cString: shell)), not bash: BASH_ENV stands for a slow ~/.bashrc only in bash")
+        }
         if geteuid() == 0 { try makePrivilegeSeparationDirectory() }
         let scratch = try ScratchDirectory.make(prefix: "keepsync-sshd")
         let dir = String(decoding: scratch, as: UTF8.self)
@@ -127,7 +134,7 @@ public final class LoopbackSSHD: Sendable {
             var lastLog = ""
             for _ in 0..<5 {
                 let port = try freePort()
-                try writeConfig(dir, port: port, user: user)
+                try writeConfig(dir, port: port, user: user, shellStartup: shellStartup)
                 let pid = try spawnServer(tools, dir)
                 let log = dir + "/sshd.log"
                 var exited: Int32?
@@ -207,7 +214,18 @@ public final class LoopbackSSHD: Sendable {
     /// `SetEnv SHLVL=1`: a bash started by sshd sources ~/.bashrc only at level 1, and the
     /// machine's may be slow or hang (pyenv's init waits up to 60 s on a lock that a
     /// session killed by `shutDown` or `stop` left behind): the tests are about keepsync.
-    private static func writeConfig(_ dir: String, port: UInt16, user: String) throws {
+    private static func writeConfig(_ dir: String, port: UInt16, user: String, shellStartup: Duration?) throws {
+        var environment = "SHLVL=1"
+        if let shellStartup {
+            let seconds = Double(shellStartup.components.seconds) + Double(shellStartup.components.attoseconds) / 1e18
+            // The first word of the command bash runs (`exec`, `rsync`, `true`), with the time.
+            try writeFile(dir + "/profile.sh", """
+                printf '%s %s\\n' "$(date +%s.%N)" "${BASH_EXECUTION_STRING%% *}" >> \(dir)/login-shells
+                sleep \(seconds)
+
+                """)
+            environment += " BASH_ENV=\(dir)/profile.sh"
+        }
         let config = """
             # LoopbackSSHD: sshd reads this file only (-f); nothing in /etc.
             ListenAddress 127.0.0.1:\(port)
@@ -226,14 +244,17 @@ public final class LoopbackSSHD: Sendable {
             MaxStartups 100
             MaxSessions 100
             LogLevel INFO
-            SetEnv SHLVL=1
+            SetEnv \(environment)
 
             """
-        let path = dir + "/sshd_config"
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        try writeFile(dir + "/sshd_config", config)
+    }
+
+    private static func writeFile(_ path: String, _ text: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw Failure(description: "open \(path): errno \(errno)") }
         defer { close(fd) }
-        let bytes = Array(config.utf8)
+        let bytes = Array(text.utf8)
         guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
             throw Failure(description: "write \(path): errno \(errno)")
         }
@@ -382,6 +403,16 @@ public final class LoopbackSSHD: Sendable {
                 seen.insert(p.pid)
                 frozen.append(p.pid)
             }
+        }
+    }
+
+    /// With `start(shellStartup:)`: every login shell sshd started, in order: when, and the
+    /// first word of its command (`exec` for a remote shell, `rsync`, `true`).
+    public var loginShells: [(time: Double, command: String)] {
+        Self.read(directory + "/login-shells").split(separator: "\n").compactMap { line in
+            let words = line.split(separator: " ", maxSplits: 1)
+            guard let time = words.first.flatMap({ Double($0) }) else { return nil }
+            return (time, words.count > 1 ? String(words[1]) : "")
         }
     }
 

@@ -14,18 +14,18 @@ struct RemoteMirrorEndToEndTests {
         let sandbox: Sandbox
         let sshd: LoopbackSSHD
 
-        init(_ test: String) throws {
-            sshd = try Self.startOrSkip(test)
+        init(_ test: String, shellStartup: Duration? = nil) throws {
+            sshd = try Self.startOrSkip(test, shellStartup: shellStartup)
             sandbox = try Sandbox()
         }
 
         /// A started sshd, or the test skipped with the reason printed (no OpenSSH or rsync).
-        static func startOrSkip(_ test: String) throws -> LoopbackSSHD {
+        static func startOrSkip(_ test: String, shellStartup: Duration? = nil) throws -> LoopbackSSHD {
             guard ChildSpawning.locate("rsync") != nil else {
                 print("RemoteMirrorEndToEndTests: \(test) skipped: rsync is not installed")
                 try Test.cancel("rsync is not installed (apt-get install rsync; .ci/run installs it)")
             }
-            do { return try LoopbackSSHD.start() } catch let missing as LoopbackSSHD.Unavailable {
+            do { return try LoopbackSSHD.start(shellStartup: shellStartup) } catch let missing as LoopbackSSHD.Unavailable {
                 print("RemoteMirrorEndToEndTests: \(test) skipped: \(missing)")
                 try Test.cancel("\(missing)")
             }
@@ -61,8 +61,8 @@ struct RemoteMirrorEndToEndTests {
                     sourceLocation: sourceLocation)
         }
 
-        func start() async throws -> RunCommandTests.Agent {
-            let agent = try RunCommandTests.Agent(binary: sandbox.binary, arguments: (["run"] + paths).map(\.argumentBytes),
+        func start(_ extra: [any CommandArgument] = []) async throws -> RunCommandTests.Agent {
+            let agent = try RunCommandTests.Agent(binary: sandbox.binary, arguments: (["run"] + paths + extra).map(\.argumentBytes),
                                                   environment: sandbox.environment, stderrPath: sandbox.root / "agent.stderr")
             let watching = await eventually(timeout: .seconds(60)) {
                 RunCommandTests.status(self.sandbox)?["state"] as? String == "watching" || agent.poll() != nil

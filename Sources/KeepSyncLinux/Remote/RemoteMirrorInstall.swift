@@ -105,7 +105,7 @@ extension RemoteMirror {
         let t2 = clock.now
         defer {
             let ms = { (d: Duration) in Int(d / .milliseconds(1)) }
-            logger.debug("rsync of \(allowed.count) to \(session.host): check \(ms(t1 - t0)) ms, transfer \(ms(t2 - t1)) ms, stat \(ms(clock.now - t2)) ms")
+            logger.debug("rsync of \(allowed.count) to \(session.host): check \(ms(t1 - t0)) ms, transfer \(ms(t2 - t1)) ms\(outcome.warm ? " (started ahead)" : ""), stat \(ms(clock.now - t2)) ms")
         }
         do { after = try remoteStatAll(allowed) } catch {
             for path in allowed { results[path] = .failure(Self.naming(error, path)) }

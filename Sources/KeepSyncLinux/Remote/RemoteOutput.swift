@@ -10,4 +10,6 @@ public struct RemoteOutput: Sendable {
     public var stderr: [UInt8]
     /// How long the call took.
     public var elapsed: Duration
+    /// An rsync run that went to an rsync started ahead (`RemoteSession.keepRsyncWarm`).
+    public var warm = false
 }

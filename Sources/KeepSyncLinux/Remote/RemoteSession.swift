@@ -298,7 +298,7 @@ public final class RemoteSession: Sendable {
             s.sessions -= 1
             s.lastRun = .now
             if warm != nil { s.warmRuns += 1 }
-            return s.warm && s.sessions == 0 && s.standby == nil && !s.closed && result.status == 0
+            return s.warm && s.sessions < Self.warmBeside && s.standby == nil && !s.closed && result.status == 0
         }
         if refill { spawnStandby(argv) }
         if result.timedOut {
@@ -312,13 +312,15 @@ public final class RemoteSession: Sendable {
                 throw failure
             }
         }
-        return RemoteOutput(status: result.status, stdout: result.stdout, stderr: result.stderr, elapsed: result.elapsed)
+        return RemoteOutput(status: result.status, stdout: result.stdout, stderr: result.stderr, elapsed: result.elapsed,
+                            warm: warm != nil)
     }
 
     // MARK: The warm rsync
 
-    /// From now on an rsync is spawned ahead, waiting for its list, whenever none runs:
-    /// after a run that ended well or a remote command, while no other rsync run is open,
+    /// From now on an rsync is spawned ahead, waiting for its list, whenever none waits:
+    /// after a run that ended well or a remote command, while fewer than `warmBeside`
+    /// other runs are open,
     /// once the remote rsync's version is known (`argv` gives its arguments for it). A live
     /// change's install then skips rsync's, ssh's and the login shell's start. One more ssh
     /// session while it waits (taken by the first of several runs at once), renewed every `timing.warm`
@@ -335,11 +337,16 @@ public final class RemoteSession: Sendable {
     private func refillAfterCommand() {
         let argv = state.withLock { s -> [[UInt8]]? in
             s.lastRun = .now
-            guard s.warm, s.standby == nil, s.sessions == 0, !s.closed, let version = s.rsync else { return nil }
+            guard s.warm, s.standby == nil, s.sessions < Self.warmBeside, !s.closed, let version = s.rsync else { return nil }
             return s.warmArgv?(version) ?? nil
         }
         if let argv { spawnStandby(argv) }
     }
+
+    /// rsync runs under way beside which a warm rsync is still started: changes that come
+    /// while the last one's run ends still find one; a pass's six runs do without (with
+    /// the shell and the master's own, sshd's `MaxSessions` of 10 holds them all).
+    static let warmBeside = 3
 
     /// How long a warm rsync for `argv` may wait: `timing.warm`, at most half its `--timeout`.
     func warmAge(_ argv: [[UInt8]]) -> Duration {
@@ -353,7 +360,7 @@ public final class RemoteSession: Sendable {
     /// `ControlMaster=no`: should the master end meanwhile, it never becomes one itself.
     private func spawnStandby(_ argv: [[UInt8]]) {
         func ready(_ s: State) -> Bool {
-            s.warm && !s.closed && s.masterOpen && s.standby == nil && s.sessions == 0
+            s.warm && !s.closed && s.masterOpen && s.standby == nil && s.sessions < Self.warmBeside
                 && s.masterPid.map { Sys.canSignal($0) } ?? false
         }
         guard state.withLock({ ready($0) }) else { return }
