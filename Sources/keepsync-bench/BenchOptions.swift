@@ -59,10 +59,11 @@ struct BenchOptions {
         interleaved in every repetition, and prints medians [min-max] and ratios of medians.
 
         remote: keepsync --mirror USER@127.0.0.1:DIR against rsync -a --fsync -e SSH and
-        lsyncd's default.rsyncssh through a loopback sshd the bench starts (its keys and
-        config in the work directory; needs sshd, ssh, ssh-keygen and rsync, else the rows
-        say why they were skipped). Its sessions get SHLVL=1 (sshd SetEnv), so a bash login
-        shell skips ~/.bashrc, for both tools; --remote-bashrc leaves that out.
+        lsyncd's default.rsyncssh through loopback sshds the bench starts (keys and config
+        in the work directory; needs sshd, ssh, ssh-keygen and rsync, else the rows say why
+        they were skipped): one with an empty profile, one whose login shell sleeps 0.25 s
+        first (BASH_ENV). Sessions get SHLVL=1 (sshd SetEnv), so a bash login shell skips
+        ~/.bashrc, for both tools; --remote-bashrc leaves that out.
 
         --scale measures only a tree of 1,000,000 files of 0-4 KiB in 200,000 directories
         (more than the default inotify watch limit): initial copy, no-op rerun, run until

@@ -19,6 +19,9 @@ final class BenchSSHD {
     let user: String
     /// Whether sessions skip the login user's ~/.bashrc (sshd `SetEnv SHLVL=1`).
     let skipsBashrc: Bool
+    /// Seconds every bash started by sshd sleeps first (`BASH_ENV`), standing in for a
+    /// `~/.bashrc` that runs pyenv, conda or nvm; 0 for an empty profile.
+    let shellStartup: Double
     private var stopped = false
 
     /// `USER@127.0.0.1`.
@@ -36,12 +39,13 @@ final class BenchSSHD {
     /// A client master whose socket lives in `directory`.
     var masterOptions: [String] { ["-o", "ControlMaster=auto", "-o", "ControlPath=\(Paths.display(directory))/cm-%C", "-o", "ControlPersist=60"] }
 
-    private init(directory: [UInt8], port: UInt16, server: Spawn, user: String, skipsBashrc: Bool) {
+    private init(directory: [UInt8], port: UInt16, server: Spawn, user: String, skipsBashrc: Bool, shellStartup: Double) {
         self.directory = directory
         self.port = port
         self.server = server
         self.user = user
         self.skipsBashrc = skipsBashrc
+        self.shellStartup = shellStartup
     }
 
     deinit { stop() }
@@ -49,12 +53,16 @@ final class BenchSSHD {
     /// Makes keys and a config in `directory` (created), starts sshd and waits until
     /// `ssh … true` succeeds. `skipBashrc`: sessions get `SHLVL=1` (sshd `SetEnv`), so a
     /// non-interactive bash started by sshd does not source ~/.bashrc (it does only at
-    /// level 1); every client of this server gets the same.
-    static func start(in directory: [UInt8], skipBashrc: Bool) throws -> BenchSSHD {
+    /// level 1); every client of this server gets the same. `shellStartup` > 0: every bash
+    /// sshd starts sleeps that long first (`SetEnv BASH_ENV`; the login shell must be bash).
+    static func start(in directory: [UInt8], skipBashrc: Bool, shellStartup: Double = 0) throws -> BenchSSHD {
         if let missing = Self.missing { throw BenchError(missing) }
         guard let sshd = Spawn.which("sshd"), let keygen = Spawn.which("ssh-keygen") else { throw BenchError("no sshd") }
         guard let passwd = getpwuid(geteuid()), let name = passwd.pointee.pw_name else { throw BenchError("uid \(geteuid()) has no name") }
         let user = String(cString: name)
+        if shellStartup > 0, let shell = passwd.pointee.pw_shell, !String(cString: shell).hasSuffix("/bash") {
+            throw BenchError("the login shell of \(user) is \(String(cString: shell)), not bash: BASH_ENV cannot slow it")
+        }
         if geteuid() == 0 && mkdir("/run/sshd", 0o755) != 0 && errno != EEXIST {
             throw BenchError("mkdir /run/sshd: \(String(cString: strerror(errno)))")
         }
@@ -67,6 +75,11 @@ final class BenchSSHD {
             throw BenchError("link authorized_keys: \(String(cString: strerror(errno)))")
         }
         let port = try freePort()
+        var environment = skipBashrc ? ["SHLVL=1"] : []
+        if shellStartup > 0 {
+            try Paths.write(Array("\(dir)/profile.sh".utf8), Array("sleep \(shellStartup)\n".utf8), mode: 0o644)
+            environment.append("BASH_ENV=\(dir)/profile.sh")
+        }
         let config = """
             # keepsync-bench: sshd reads this file only (-f); nothing in /etc.
             ListenAddress 127.0.0.1:\(port)
@@ -85,12 +98,13 @@ final class BenchSSHD {
             MaxStartups 100
             MaxSessions 100
             LogLevel INFO
-            \(skipBashrc ? "SetEnv SHLVL=1\n" : "")
+            \(environment.isEmpty ? "" : "SetEnv \(environment.joined(separator: " "))\n")
             """
         try Paths.write(Array("\(dir)/sshd_config".utf8), Array(config.utf8), mode: 0o600)
         let log = Array("\(dir)/sshd.log".utf8)
         let server = try Spawn([sshd] + Spawn.args("-D", "-e", "-f", "\(dir)/sshd_config"), output: log, group: true)
-        let started = BenchSSHD(directory: directory, port: port, server: server, user: user, skipsBashrc: skipBashrc)
+        let started = BenchSSHD(directory: directory, port: port, server: server, user: user, skipsBashrc: skipBashrc,
+                                shellStartup: shellStartup)
         let until = Clock.now() + 30
         while !(Machine.read("\(dir)/sshd.log") ?? "").contains("Server listening on 127.0.0.1 port \(port).") {
             guard server.poll() == nil, Clock.now() < until else {

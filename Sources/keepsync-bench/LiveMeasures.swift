@@ -82,8 +82,8 @@ extension Bench {
     /// `burstFiles` files written at once (three quarters in new directories) into a
     /// watched tree: seconds from the last close until the mirror holds every file.
     /// `remote`: both tools mirror through that sshd (keepsync `--ssh`, lsyncd rsyncssh).
-    func burstMeasures(remote: BenchSSHD? = nil) throws -> [Row] {
-        let prefix = remote == nil ? "burst" : "remote-burst"
+    func burstMeasures(remote: BenchSSHD? = nil, profile: String = "") throws -> [Row] {
+        let prefix = remote.map { "remote-burst-\($0.port)" } ?? "burst"
         var k = Samples(), l = Samples(), km = Samples(), lm = Samples()
         var directoryNotes: [String] = []
         let reps = options.quick ? 1 : 2
@@ -174,9 +174,9 @@ extension Bench {
         let note = directoryNotes.isEmpty ? "" : directoryNotes.joined(separator: "; ")
         if remote != nil {
             return [
-                Row(measure: "remote burst of \(options.burstFiles / 1000)k files, to converged", unit: .seconds,
+                Row(measure: "remote (\(profile)) burst of \(options.burstFiles / 1000)k files, to converged", unit: .seconds,
                     tools: [("keepsync", k), ("lsyncd", l)], targets: [("lsyncd", 0.5)]),
-                Row(measure: "remote burst: files missing", unit: .count, tools: [("keepsync", km), ("lsyncd", lm)], absolute: 0, note: note),
+                Row(measure: "remote (\(profile)) burst: files missing", unit: .count, tools: [("keepsync", km), ("lsyncd", lm)], absolute: 0, note: note),
             ]
         }
         return [

@@ -10,39 +10,67 @@ extension Bench {
     func sshOptions(_ remote: BenchSSHD) -> [[UInt8]] { [b("--ssh"), b(remote.sshCommand)] }
 
     /// keepsync with `--mirror root@127.0.0.1:DIR` against rsync over ssh and lsyncd's
-    /// default.rsyncssh, through one loopback sshd: initial copy, 4 KiB latency, the
-    /// burst and a renamed large file. Skipped, saying why, without the OpenSSH programs.
+    /// default.rsyncssh, through two loopback sshds in turn: one whose sessions' login
+    /// shell starts at once (an empty profile) and one whose login shell first sleeps
+    /// 0.25 s (a `~/.bashrc` running pyenv or conda): initial copy, 4 KiB latency and the
+    /// burst on both, a renamed large file on the first; then the slow one's copy and burst
+    /// against the empty one's. Skipped, saying why, without the OpenSSH programs.
     func remoteMeasures() throws -> [Row] {
         if let missing = BenchSSHD.missing {
             return [Row(measure: "remote rows", unit: .count, tools: [], note: "skipped: \(missing)", informational: true)]
         }
-        let remote = try BenchSSHD.start(in: path("sshd"), skipBashrc: !options.remoteBashrc)
-        defer { remote.stop() }
-        let cost = try remote.sshCost("true")
-        let bashrc = try remote.sshCost("SHLVL=0 exec bash -c true")
-        let how = remote.skipsBashrc
-            ? "sshd SetEnv SHLVL=1 (temp config, every client alike): a bash started by sshd skips ~/.bashrc; with it (SHLVL=0 exec bash -c true) \(Unit.milliseconds.format(bashrc))"
-            : "the login shell runs ~/.bashrc (--remote-bashrc); a bash that reads it: \(Unit.milliseconds.format(bashrc))"
-        log("ssh \(remote.destination) true over a master: \(Unit.milliseconds.format(cost)); \(how)")
-        var rows = [Row(measure: "remote floor: ssh \(remote.destination) true over a master, \(Unit.milliseconds.format(cost))",
-                        unit: .milliseconds, tools: [], note: how, informational: true)]
-        let parts: [(String, (BenchSSHD) throws -> [Row])] = [
-            ("remote copy", self.remoteCopyMeasures), ("remote latency", self.remoteLatencyMeasures),
-            ("remote burst", { try self.burstMeasures(remote: $0) }), ("remote rename", self.remoteRenameMeasures),
-        ]
-        for (name, body) in parts {
-            FileHandleOut.error("\(name)...")
-            do { rows += try body(remote) } catch { failures.append("\(name): \(error)") }
+        var rows: [Row] = []
+        var compared: [String: [Row]] = [:]
+        for (i, startup) in [0.0, 0.25].enumerated() {
+            let remote: BenchSSHD
+            do {
+                remote = try BenchSSHD.start(in: path("sshd-\(i)"), skipBashrc: !options.remoteBashrc, shellStartup: startup)
+            } catch {
+                failures.append("sshd with a shell start of \(startup) s: \(error)")
+                continue
+            }
+            defer { remote.stop() }
+            let profile = startup > 0 ? "login shell +\(Unit.milliseconds.format(startup))" : "empty profile"
+            let cost = try remote.sshCost("true")
+            let how = remote.skipsBashrc
+                ? "sshd SetEnv SHLVL=1 (a bash started by sshd skips ~/.bashrc)\(startup > 0 ? " and BASH_ENV: every bash sshd starts sleeps \(startup) s first" : "")"
+                : "the login shell runs ~/.bashrc (--remote-bashrc)\(startup > 0 ? ", then sleeps \(startup) s (BASH_ENV)" : "")"
+            log("\(profile): ssh \(remote.destination) true over a master: \(Unit.milliseconds.format(cost)); \(how)")
+            rows.append(Row(measure: "remote (\(profile)) floor: ssh \(remote.destination) true over a master, \(Unit.milliseconds.format(cost))",
+                            unit: .milliseconds, tools: [], note: how, informational: true))
+            var parts: [(String, (BenchSSHD) throws -> [Row])] = [
+                ("copy", { try self.remoteCopyMeasures($0, profile: profile) }),
+                ("latency", { try self.remoteLatencyMeasures($0, profile: profile) }),
+                ("burst", { try self.burstMeasures(remote: $0, profile: profile) }),
+            ]
+            if startup == 0 { parts.append(("rename", { try self.remoteRenameMeasures($0, profile: profile) })) }
+            for (name, body) in parts {
+                FileHandleOut.error("remote \(name), \(profile)...")
+                do {
+                    let made = try body(remote)
+                    rows += made
+                    compared[name, default: []].append(contentsOf: made.prefix(1))
+                } catch { failures.append("remote \(name), \(profile): \(error)") }
+            }
+        }
+        // What the slow shell costs a copy and a burst: keepsync against itself.
+        for name in ["copy", "burst"] {
+            guard let pair = compared[name], pair.count == 2, let slow = pair[1].samples("keepsync"),
+                  let fast = pair[0].samples("keepsync") else { continue }
+            rows.append(Row(measure: "remote \(name): login shell +250 ms against the empty profile", unit: .seconds,
+                            tools: [("keepsync", slow), ("keepsync, empty profile", fast)],
+                            targets: [("keepsync, empty profile", 1.2)]))
         }
         return rows
     }
 
     /// The main tree to `remote`: `keepsync sync` against `rsync -a --fsync -e SSH`.
-    func remoteCopyMeasures(_ remote: BenchSSHD) throws -> [Row] {
+    func remoteCopyMeasures(_ remote: BenchSSHD, profile: String) throws -> [Row] {
         let (source, bytes) = try mainTree()
         var k = Samples(), r = Samples()
         for rep in 0..<options.repetitions {
-            let km = path("remote-copy-keepsync-\(rep)"), ks = path("remote-copy-state-\(rep)"), rm = path("remote-copy-rsync-\(rep)")
+            let tag = "\(remote.port)-\(rep)"
+            let km = path("remote-copy-keepsync-\(tag)"), ks = path("remote-copy-state-\(tag)"), rm = path("remote-copy-rsync-\(tag)")
             let what = "keepsync sync to \(remote.destination), repetition \(rep + 1)"
             record(&k, what) {
                 try timed {
@@ -60,29 +88,30 @@ extension Bench {
                 }
                 _ = verify(source, rm, what, into: &r)
             }
-            log("remote copy \(rep + 1)/\(options.repetitions): keepsync \(k.values.last.map { Unit.seconds.format($0) } ?? "-"), rsync -a --fsync \(r.values.last.map { Unit.seconds.format($0) } ?? "-")")
+            log("remote copy (\(profile)) \(rep + 1)/\(options.repetitions): keepsync \(k.values.last.map { Unit.seconds.format($0) } ?? "-"), rsync -a --fsync \(r.values.last.map { Unit.seconds.format($0) } ?? "-")")
         }
         return [
-            Row(measure: "remote initial copy, \(options.files / 1000)k files / \(bytes >> 20) MiB, \(cold ? "cold" : "warm"), durable",
+            Row(measure: "remote (\(profile)) initial copy, \(options.files / 1000)k files / \(bytes >> 20) MiB, \(cold ? "cold" : "warm"), durable",
                 unit: .seconds, tools: [("keepsync", k), ("rsync -a", r)], targets: [("rsync -a", 1.0)],
                 note: "rsync -a: rsync -a --fsync -e SSH SRC/ \(remote.destination):DST/, SSH the words keepsync's --ssh gets"),
         ]
     }
 
     /// 4 KiB writes while `keepsync run` and lsyncd rsyncssh watch, alternating.
-    func remoteLatencyMeasures(_ remote: BenchSSHD) throws -> [Row] {
-        let kSource = path("remote-latency-keepsync-src"), kMirror = path("remote-latency-keepsync-mirror")
-        let lSource = path("remote-latency-lsyncd-src"), lMirror = path("remote-latency-lsyncd-mirror")
+    func remoteLatencyMeasures(_ remote: BenchSSHD, profile: String) throws -> [Row] {
+        let tag = remote.port
+        let kSource = path("remote-latency-keepsync-src-\(tag)"), kMirror = path("remote-latency-keepsync-mirror-\(tag)")
+        let lSource = path("remote-latency-lsyncd-src-\(tag)"), lMirror = path("remote-latency-lsyncd-mirror-\(tag)")
         for dir in [kSource, lSource] {
             try Paths.mkdirs(dir)
             try Paths.write(Paths.join(dir, "existing.txt"), Array("already here\n".utf8))
         }
-        let (agent, _) = try startKeepsync(source: kSource, mirror: remoteMirror(remote, kMirror), state: path("remote-latency-keepsync-state"),
-                                           name: "remote-latency-keepsync", extra: sshOptions(remote))
+        let (agent, _) = try startKeepsync(source: kSource, mirror: remoteMirror(remote, kMirror), state: path("remote-latency-keepsync-state-\(tag)"),
+                                           name: "remote-latency-keepsync-\(tag)", extra: sshOptions(remote))
         defer { agent.stop() }
         var lsyncdAgent: Spawn?
         if lsyncd != nil {
-            do { lsyncdAgent = try startLsyncd(source: lSource, mirror: lMirror, name: "remote-latency-lsyncd", remote: remote).0 } catch {
+            do { lsyncdAgent = try startLsyncd(source: lSource, mirror: lMirror, name: "remote-latency-lsyncd-\(tag)", remote: remote).0 } catch {
                 failures.append("lsyncd rsyncssh: \(error)")
             }
         }
@@ -90,17 +119,17 @@ extension Bench {
         let (k, l) = try latencySamples(keepsyncTree: (kSource, kMirror), lsyncdTree: lsyncdAgent == nil ? nil : (lSource, lMirror),
                                         writes: options.latencyWrites, slow: 0.1)
         return [
-            Row(measure: "remote latency p50, \(options.latencyWrites) x 4 KiB", unit: .milliseconds,
+            Row(measure: "remote (\(profile)) latency p50, \(options.latencyWrites) x 4 KiB", unit: .milliseconds,
                 tools: [("keepsync", k.percentile(0.5)), ("lsyncd", l.percentile(0.5))], targets: [("lsyncd", 0.2)], absolute: 0.025),
-            Row(measure: "remote latency p99", unit: .milliseconds,
-                tools: [("keepsync", k.percentile(0.99)), ("lsyncd", l.percentile(0.99))], targets: [("lsyncd", nil)], informational: true),
+            Row(measure: "remote (\(profile)) latency p99", unit: .milliseconds,
+                tools: [("keepsync", k.percentile(0.99)), ("lsyncd", l.percentile(0.99))], targets: [("lsyncd", nil)], absolute: 0.05),
         ]
     }
 
     /// A large file renamed in the source while both agents watch: seconds from the
     /// rename until the new name is in the mirror, and the content bytes sent (the remote
     /// is this machine: 0 when the mirror's file kept its inode, else its size).
-    func remoteRenameMeasures(_ remote: BenchSSHD) throws -> [Row] {
+    func remoteRenameMeasures(_ remote: BenchSSHD, profile: String) throws -> [Row] {
         let mebibytes = options.quick ? 256 : 1024
         let size = "\(mebibytes >= 1024 ? "\(mebibytes >> 10) GiB" : "\(mebibytes) MiB")"
         var agents: [(tool: String, source: [UInt8], mirror: [UInt8], agent: Spawn)] = []
@@ -151,10 +180,10 @@ extension Bench {
             }
         }
         return [
-            Row(measure: "remote rename of a \(size) file, to in the mirror", unit: .seconds,
+            Row(measure: "remote (\(profile)) rename of a \(size) file, to in the mirror", unit: .seconds,
                 tools: [("keepsync", times["keepsync"] ?? Samples()), ("lsyncd", times["lsyncd"] ?? Samples())],
                 targets: [("lsyncd", nil)], absolute: 0.1),
-            Row(measure: "remote rename: content bytes sent", unit: .count,
+            Row(measure: "remote (\(profile)) rename: content bytes sent", unit: .count,
                 tools: [("keepsync", sent["keepsync"] ?? Samples()), ("lsyncd", sent["lsyncd"] ?? Samples())], absolute: 0,
                 note: "0 when the mirror's file kept its inode (renamed there), else the file's size"),
         ]

@@ -73,7 +73,7 @@ public final class RemoteSession: Sendable {
         /// Remote shells started, and the pid of the one running.
         var shells = 0
         var shellPid: pid_t?
-        /// Remote commands and rsync runs under way (each an ssh session).
+        /// rsync runs under way (each an ssh session; commands go to the one shell).
         var sessions = 0
         var lastRun: ContinuousClock.Instant?
 
@@ -211,8 +211,9 @@ public final class RemoteSession: Sendable {
     private func shellEnded(_ status: Int32, _ stderr: [UInt8]) -> RemoteFailure {
         state.withLock { $0.shellPid = nil }
         var failure = classify(stderr)
-        // The loop never exits 255 itself: that is ssh's own failure, the connection's.
-        if status == 255 && failure.kind == .remoteCommand {
+        // The loop never exits 255 itself: that is ssh's own failure, the connection's; a
+        // signal is ours (`closeMaster` on trouble elsewhere) or the host's.
+        if status >= 128 && failure.kind == .remoteCommand {
             failure = RemoteFailure(.unreachable, host: host, stderr.isEmpty ? "the connection ended" : failure.message)
         }
         if failure.kind != .remoteCommand {
@@ -319,13 +320,12 @@ public final class RemoteSession: Sendable {
     // MARK: The warm rsync
 
     /// From now on an rsync is spawned ahead, waiting for its list, whenever none waits:
-    /// after a run that ended well or a remote command, while fewer than `warmBeside`
-    /// other runs are open,
-    /// once the remote rsync's version is known (`argv` gives its arguments for it). A live
-    /// change's install then skips rsync's, ssh's and the login shell's start. One more ssh
-    /// session while it waits (taken by the first of several runs at once), renewed every `timing.warm`
-    /// while runs or commands came within `timing.warmWhileIdle`, ended by `closeMaster`
-    /// and `close`.
+    /// after a run that ended well or a remote command, while fewer than `warmBeside` other
+    /// runs are open, once the remote rsync's version is known (`argv` gives its arguments
+    /// for it). A live change's install then skips rsync's, ssh's and the login shell's
+    /// start. One more ssh session while it waits (the first of several runs at once takes
+    /// it), renewed every `timing.warm` while runs or commands came within
+    /// `timing.warmWhileIdle`, ended by `closeMaster` and `close`.
     public func keepRsyncWarm(_ argv: @escaping @Sendable (RemoteRsyncVersion) -> [[UInt8]]?) {
         state.withLock { s in
             s.warm = true
@@ -335,12 +335,13 @@ public final class RemoteSession: Sendable {
 
     /// After a remote command: the warm rsync spawned when none waits.
     private func refillAfterCommand() {
-        let argv = state.withLock { s -> [[UInt8]]? in
+        let wanted = state.withLock { s -> (@Sendable (RemoteRsyncVersion) -> [[UInt8]]?, RemoteRsyncVersion)? in
             s.lastRun = .now
-            guard s.warm, s.standby == nil, s.sessions < Self.warmBeside, !s.closed, let version = s.rsync else { return nil }
-            return s.warmArgv?(version) ?? nil
+            guard s.warm, s.standby == nil, s.sessions < Self.warmBeside, !s.closed, let version = s.rsync,
+                  let argv = s.warmArgv else { return nil }
+            return (argv, version)
         }
-        if let argv { spawnStandby(argv) }
+        if let (argv, version) = wanted, let words = argv(version) { spawnStandby(words) }
     }
 
     /// rsync runs under way beside which a warm rsync is still started: changes that come
