@@ -64,6 +64,13 @@ struct CommandRunner: Sendable {
     /// Loads the configuration file and flags, resolves and checks the paths.
     func settings(_ invocation: Invocation) throws -> Settings { try resolver.settings(invocation) }
 
+    /// A remote mirror's next rsync run starts ahead of it: a live change's, a pass's next
+    /// group's (the login shell and rsync's start off their path).
+    private func keepRsyncWarm(_ host: LinuxAgentHost, _ settings: Settings) {
+        guard let remote = host.remote else { return }
+        RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source).keepRsyncWarm()
+    }
+
     // MARK: sync
 
     func sync(_ settings: Settings, style: LogSink.Style) throws -> ExitCode {
@@ -72,6 +79,7 @@ struct CommandRunner: Sendable {
         let host = try LinuxAgentHost(settings: settings)
         // The ssh master and its socket directory go with the command, not with the process.
         defer { host.remote?.session.close() }
+        keepRsyncWarm(host, settings)
         return try SyncCommand(settings: settings, host: host, statusWriter: StatusFileWriter(stateDirectory: settings.state),
                                progress: progress, clock: ContinuousClock(), logger: logger).run()
     }
@@ -85,10 +93,7 @@ struct CommandRunner: Sendable {
         let invocation = settings.invocation
         let host = try LinuxAgentHost(settings: settings)
         defer { host.remote?.session.close() }
-        // A live change's rsync starts ahead of it (the agent ignores SIGPIPE).
-        if let remote = host.remote {
-            RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source).keepRsyncWarm()
-        }
+        keepRsyncWarm(host, settings)
         let agent = Agent(settings: settings, host: host, notifier: SystemdNotifier(environment: environment),
                           statusWriter: StatusFileWriter(stateDirectory: settings.state), progress: progress,
                           clock: ContinuousClock(), logger: logger, reload: { try runner.settings(invocation) })

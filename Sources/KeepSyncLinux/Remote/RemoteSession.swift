@@ -73,6 +73,8 @@ public final class RemoteSession: Sendable {
         /// Remote shells started, and the pid of the one running.
         var shells = 0
         var shellPid: pid_t?
+        /// The shell the master was opened with, until a command takes it.
+        var opened: RemoteShell?
         /// rsync runs under way (each an ssh session; commands go to the one shell).
         var sessions = 0
         var lastRun: ContinuousClock.Instant?
@@ -158,7 +160,13 @@ public final class RemoteSession: Sendable {
                 running.end()
                 shell = nil
             }
-            if shell == nil { shell = try startShell() }
+            if shell == nil {
+                if let opened = state.withLock({ s in defer { s.opened = nil }; return s.opened }), opened.isAlive {
+                    shell = opened
+                } else {
+                    shell = try startShell(master: false)
+                }
+            }
             let outcome = shell!.exchange(script, input: input, timeout: deadline)
             if case .answered = outcome { return outcome }
             state.withLock { $0.shellPid = nil }
@@ -178,11 +186,16 @@ public final class RemoteSession: Sendable {
         }
     }
 
-    /// Starts the remote shell (its ssh never becomes a master itself) and waits for its
-    /// first answer, which also takes whatever the login shell printed on its way.
-    private func startShell() throws(RemoteFailure) -> RemoteShell {
-        let argv = sshArguments.map { $0 == Array("ControlMaster=auto".utf8) ? Array("ControlMaster=no".utf8) : $0 }
-            + [Array("--".utf8), Array(destination.utf8), RemoteShell.command]
+    /// Starts the remote shell and waits for its first answer, which also takes whatever
+    /// the login shell printed on its way. `master`: its ssh opens the connection and
+    /// leaves the master behind (`ControlPersist`), so that the master's opening and the
+    /// shell cost one login; else it never becomes a master itself. On failure the master
+    /// is ended when the connection is at fault (only killed when it was this call's).
+    private func startShell(master: Bool) throws(RemoteFailure) -> RemoteShell {
+        let words = master ? sshArguments : sshArguments.map {
+            $0 == Array("ControlMaster=auto".utf8) ? Array("ControlMaster=no".utf8) : $0
+        }
+        let argv = words + [Array("--".utf8), Array(destination.utf8), RemoteShell.command]
         let started: RemoteShell
         do throws(Errno) { started = try RemoteShell(argv) } catch {
             throw RemoteFailure(.remoteCommand, host: host, "cannot run \(String(decoding: argv[0], as: UTF8.self)): \(error.text)")
@@ -192,34 +205,40 @@ public final class RemoteSession: Sendable {
             s.shellPid = started.pid
         }
         let limit = Duration.seconds(Int64(timing.connectSeconds) + 15)
-        switch started.exchange(Array("exit 0".utf8), input: [], timeout: limit) {
-        case .answered(let output) where output.status == 0:
-            return started
-        case .answered(let output):
-            started.end()
-            throw RemoteFailure(.remoteCommand, host: host, "the remote shell did not start: exit \(output.status)")
-        case .timedOut:
-            started.end()
-            closeMaster()
-            throw RemoteFailure(.unreachable, host: host, "the remote shell did not answer within \(limit)")
-        case .ended(let status, let stderr):
-            throw shellEnded(status, stderr)
+        let outcome = started.exchange(Array("exit 0".utf8), input: [], timeout: limit)
+        if case .answered(let output) = outcome, output.status == 0 { return started }
+        started.end()
+        state.withLock { $0.shellPid = nil }
+        let failure: RemoteFailure
+        switch outcome {
+        case .answered(let output): failure = RemoteFailure(.remoteCommand, host: host, "the remote shell did not start: exit \(output.status)")
+        case .timedOut: failure = RemoteFailure(.unreachable, host: host, "no answer within \(limit)")
+        case .ended(let status, let stderr): failure = endedShellFailure(status, stderr)
         }
+        if master {
+            killMaster(nil)
+        } else if failure.kind != .remoteCommand {
+            closeMaster()
+        }
+        throw failure
     }
 
-    /// The failure of a shell whose ssh ended (`status`) before it answered.
+    /// The failure of a shell whose ssh ended (`status`) before it answered, the master
+    /// closed when the connection is at fault.
     private func shellEnded(_ status: Int32, _ stderr: [UInt8]) -> RemoteFailure {
         state.withLock { $0.shellPid = nil }
-        var failure = classify(stderr)
+        let failure = endedShellFailure(status, stderr)
+        if failure.kind != .remoteCommand { closeMaster() }
+        return failure
+    }
+
+    /// What a shell's end says: ssh's words, or its status.
+    private func endedShellFailure(_ status: Int32, _ stderr: [UInt8]) -> RemoteFailure {
+        let failure = classify(stderr)
+        if failure.kind != .remoteCommand { return failure }
         // The loop never exits 255 itself: that is ssh's own failure, the connection's; a
         // signal is ours (`closeMaster` on trouble elsewhere) or the host's.
-        if status >= 128 && failure.kind == .remoteCommand {
-            failure = RemoteFailure(.unreachable, host: host, stderr.isEmpty ? "the connection ended" : failure.message)
-        }
-        if failure.kind != .remoteCommand {
-            closeMaster()
-            return failure
-        }
+        if status >= 128 { return RemoteFailure(.unreachable, host: host, stderr.isEmpty ? "the connection ended" : failure.message) }
         return RemoteFailure(.remoteCommand, host: host, "the remote shell ended (exit \(status)): \(failure.message)")
     }
 
@@ -345,9 +364,9 @@ public final class RemoteSession: Sendable {
     }
 
     /// rsync runs under way beside which a warm rsync is still started: changes that come
-    /// while the last one's run ends still find one; a pass's six runs do without (with
-    /// the shell and the master's own, sshd's `MaxSessions` of 10 holds them all).
-    static let warmBeside = 3
+    /// while the last one's run ends find one, and so does a pass's next group; with six
+    /// runs and the shell, sshd's `MaxSessions` of 10 holds them all.
+    static let warmBeside = 5
 
     /// How long a warm rsync for `argv` may wait: `timing.warm`, at most half its `--timeout`.
     func warmAge(_ argv: [[UInt8]]) -> Duration {
@@ -403,8 +422,10 @@ public final class RemoteSession: Sendable {
 
     // MARK: The master
 
-    /// Opens the master unless one is up: `ssh … DEST true` starts it (ControlMaster=auto,
-    /// ControlPersist=yes: it stays in the background), then `-O check` gives its pid.
+    /// Opens the master unless one is up: the connection's remote shell is started with
+    /// ControlMaster=auto and ControlPersist=yes (the master stays in the background, the
+    /// shell runs as its first session, kept for the next command), then `-O check` gives
+    /// the master's pid.
     private func ensureMaster() throws(RemoteFailure) {
         let (open, closed) = state.withLock { ($0.masterOpen, $0.closed) }
         // After close, no call may start a master that nobody would end.
@@ -412,26 +433,18 @@ public final class RemoteSession: Sendable {
         if open { return }
         try opening.withLock { _ throws(RemoteFailure) in
             if state.withLock({ $0.masterOpen || $0.closed }) { return }
-            let opened = try spawn(sshArguments + [Array(destination.utf8), Array("true".utf8)], input: [],
-                                   timeout: .seconds(Int64(timing.connectSeconds) + 15))
             state.withLock { $0.connections += 1 }
-            if opened.timedOut {
-                killMaster(nil)
-                throw RemoteFailure(.unreachable, host: host, "connecting took longer than \(timing.connectSeconds + 15) s")
-            }
-            guard opened.status == 0 else {
-                killMaster(nil)
-                let failure = classify(opened.stderr)
-                throw failure.kind == .remoteCommand
-                    ? RemoteFailure(.remoteCommand, host: host, "true exited \(opened.status): \(failure.message)") : failure
-            }
+            let first = try startShell(master: true)
             let checked = try? spawn(sshArguments + [Array("-O".utf8), Array("check".utf8), Array(destination.utf8)],
                                      input: [], timeout: .seconds(10))
             let pid = checked.flatMap { Self.masterPid(String(decoding: $0.stderr, as: UTF8.self)) }
-            state.withLock {
-                $0.masterOpen = true
-                $0.masterPid = pid
+            let stale = state.withLock { s -> RemoteShell? in
+                s.masterOpen = true
+                s.masterPid = pid
+                defer { s.opened = first }
+                return s.opened
             }
+            stale?.end()
         }
     }
 
@@ -481,6 +494,7 @@ public final class RemoteSession: Sendable {
         }
         guard first else { return }
         state.withLock { $0.takeStandby() }?.child.abandon()
+        state.withLock { s in defer { s.opened = nil }; return s.opened }?.end()
         endShell()
         let pid = state.withLock { $0.masterPid }
         killMaster(pid)

@@ -92,7 +92,7 @@ final class RemoteShell: @unchecked Sendable {
             let ms = Int32(min(remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1, 1000))
             if poll(&fds, 3, ms) < 0 {
                 if errno == EINTR { continue }
-                return .ended(status: finish(), stderr: stderr)
+                return finish(stderr)
             }
             if fds[2].revents != 0 {
                 let n = pending[written...].withUnsafeBytes { write(inputFD.rawValue, $0.baseAddress, $0.count) }
@@ -100,7 +100,7 @@ final class RemoteShell: @unchecked Sendable {
                     written += n
                     if written == pending.count { pending = [] ; written = 0 }
                 } else if n < 0 && errno != EAGAIN && errno != EINTR {
-                    return .ended(status: finish(), stderr: stderr)
+                    return finish(stderr)
                 }
             }
             for i in 0..<2 where fds[i].revents != 0 {
@@ -118,7 +118,7 @@ final class RemoteShell: @unchecked Sendable {
                         }
                     }
                 } else if n == 0 || (errno != EINTR && errno != EAGAIN) {
-                    return .ended(status: finish(), stderr: stderr)
+                    return finish(stderr)
                 }
             }
         }
@@ -140,10 +140,20 @@ final class RemoteShell: @unchecked Sendable {
         return status
     }
 
-    /// Ends it after its ssh went away: its exit status (255 when it had to be killed).
-    private func finish() -> Int32 {
+    /// Ends it after its ssh went away (a pipe closed): what is left of its stderr read
+    /// (for at most 500 ms, until it closes), its exit status (255 when it had to be killed).
+    private func finish(_ stderr: [UInt8]) -> Outcome {
         ended = true
+        var stderr = stderr
         let clock = ContinuousClock(), until = clock.now + .milliseconds(500)
+        var buffer = [UInt8](repeating: 0, count: 1 << 14)
+        while clock.now < until {
+            var fd = pollfd(fd: child.err.rawValue, events: Int16(POLLIN), revents: 0)
+            guard poll(&fd, 1, 50) >= 0 || errno == EINTR else { break }
+            if fd.revents == 0 { continue }
+            let n = buffer.withUnsafeMutableBytes { read(child.err.rawValue, $0.baseAddress, $0.count) }
+            if n > 0 { stderr += buffer[0..<n] } else if n == 0 || (errno != EINTR && errno != EAGAIN) { break }
+        }
         var status = Sys.reapIfExited(child.pid)
         while status == nil, clock.now < until {
             usleep(5_000)
@@ -158,6 +168,6 @@ final class RemoteShell: @unchecked Sendable {
             while waitpid(child.pid, &raw, 0) < 0 && errno == EINTR {}
             status = 255
         }
-        return status!
+        return .ended(status: status!, stderr: stderr)
     }
 }

@@ -53,24 +53,31 @@ struct CapturedChild: Sendable {
     /// `F_GETPIPE_SZ` (Glibc's overlay leaves it out).
     static let getPipeSize: Int32 = 1032
 
-    /// Whether it has children (rsync's ssh) and all are alive, as `/proc/PID/task/PID/children`
-    /// and their states say: an ssh that ended (reaped, or a zombie) means the transport
-    /// behind a waiting rsync is gone. Without that file, whether it runs itself.
+    /// Whether it runs and so do all its children (rsync's ssh), as `/proc/PID/stat` and
+    /// `/proc/PID/task/PID/children` say: an ssh that ended (reaped, or a zombie) means the
+    /// transport behind a waiting rsync is gone. One whose ssh is not spawned yet (a loaded
+    /// machine) runs. Without those files, whether it can be signalled.
     var childrenAlive: Bool {
+        guard let running = Self.running(pid) else { return kill(pid, 0) == 0 }
+        guard running else { return false }
         guard let fd = try? Sys.open(.currentDirectory, Array("/proc/\(pid)/task/\(pid)/children".utf8), O_RDONLY) else {
-            return kill(pid, 0) == 0
+            return true
         }
         let text = (try? fd.readAll()) ?? []
         fd.close()
         let children = text.split(separator: 0x20).compactMap { pid_t(String(decoding: $0, as: UTF8.self)) }
-        guard !children.isEmpty else { return false }
-        return children.allSatisfy { child in
-            guard let fd = try? Sys.open(.currentDirectory, Array("/proc/\(child)/stat".utf8), O_RDONLY) else { return false }
-            defer { fd.close() }
-            // "PID (COMM) STATE ...": the state follows the last ')'; Z and X have ended.
-            guard let stat = try? fd.readAll(), let close = stat.lastIndex(of: 0x29), close + 2 < stat.count else { return false }
-            return stat[close + 2] != 0x5A && stat[close + 2] != 0x58
+        return children.allSatisfy { Self.running($0) == true }
+    }
+
+    /// Whether `pid` runs (not a zombie, not gone); nil when /proc cannot say.
+    static func running(_ pid: pid_t) -> Bool? {
+        guard let fd = try? Sys.open(.currentDirectory, Array("/proc/\(pid)/stat".utf8), O_RDONLY) else {
+            return errno == ENOENT ? false : nil
         }
+        defer { fd.close() }
+        // "PID (COMM) STATE ...": the state follows the last ')'; Z and X have ended.
+        guard let stat = try? fd.readAll(), let close = stat.lastIndex(of: 0x29), close + 2 < stat.count else { return nil }
+        return stat[close + 2] != 0x5A && stat[close + 2] != 0x58
     }
 
     /// Kills its process group and reaps it, closing every pipe.
