@@ -12,9 +12,10 @@ struct RemoteShellTests {
     typealias LiveFS = LiveMirrorTests.LiveFS
     static func b(_ s: String) -> [UInt8] { Array(s.utf8) }
 
-    /// The shells to run the loop under.
-    static let shells: [String] = ["sh", "bash"].filter { shell in
-        (try? Sys.runCaptured([b(shell), b("-c"), b("true")], input: [], timeout: .seconds(10)).status) == 0
+    /// The shells to run the loop under: dash, bash, and bash running a pipeline's last
+    /// part in the current shell as ksh93, mksh and zsh do (`lastpipe`).
+    static let shells: [[String]] = [["sh"], ["bash"], ["bash", "-O", "lastpipe"]].filter { shell in
+        (try? Sys.runCaptured(shell.map(b) + [b("-c"), b("true")], input: [], timeout: .seconds(10)).status) == 0
     }
 
     /// The answer to `script` with `input`, or a recorded issue.
@@ -53,10 +54,12 @@ struct RemoteShellTests {
         return 6
     }
 
-    @Test("requests of any bytes, a MiB both ways at once, a script that leaves input unread: each answer exact, under dash and bash, one process")
+    @Test("requests of any bytes, a MiB both ways at once, a script that leaves input unread: each answer exact, under dash, bash and bash with lastpipe, one process")
     func requestsAreExact() throws {
-        for name in Self.shells {
-            let shell = try RemoteShell([Self.b(name), Self.b("-c"), Self.b(RemoteShell.loop)])
+        #expect(Self.shells.count == 3, "\(Self.shells)")
+        for words in Self.shells {
+            let name = words.joined(separator: " ")
+            let shell = try RemoteShell(words.map(Self.b) + [Self.b("-c"), Self.b(RemoteShell.loop)])
             defer { shell.end() }
             let pid = shell.pid
             let asked = Self.exercise(shell, name)

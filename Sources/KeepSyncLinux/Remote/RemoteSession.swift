@@ -75,6 +75,8 @@ public final class RemoteSession: Sendable {
         var shellPid: pid_t?
         /// The shell the master was opened with, until a command takes it.
         var opened: RemoteShell?
+        /// Masters opened so far: a failure closes the master it met, not a newer one.
+        var generation = 0
         /// rsync runs under way (each an ssh session; commands go to the one shell).
         var sessions = 0
         var lastRun: ContinuousClock.Instant?
@@ -155,34 +157,37 @@ public final class RemoteSession: Sendable {
         try ensureMaster()
         state.withLock { $0.commands += 1 }
         let deadline = timeout ?? timing.command
-        let outcome = try shell.withLock { shell throws(RemoteFailure) -> RemoteShell.Outcome in
+        let (outcome, generation) = try shell.withLock { shell throws(RemoteFailure) -> (RemoteShell.Outcome, Int) in
+            // The shell a newer master was opened with replaces the one held.
+            if let opened = state.withLock({ s in defer { s.opened = nil }; return s.opened }) {
+                shell?.end()
+                shell = opened
+            }
             if let running = shell, !running.isAlive {
+                state.withLock { s in if s.shellPid == running.pid { s.shellPid = nil } }
                 running.end()
                 shell = nil
             }
-            if shell == nil {
-                if let opened = state.withLock({ s in defer { s.opened = nil }; return s.opened }), opened.isAlive {
-                    shell = opened
-                } else {
-                    shell = try startShell(master: false)
-                }
-            }
+            if shell == nil { shell = try startShell(master: false) }
+            let generation = state.withLock { $0.generation }
             let outcome = shell!.exchange(script, input: input, timeout: deadline)
-            if case .answered = outcome { return outcome }
-            state.withLock { $0.shellPid = nil }
+            if case .answered = outcome { return (outcome, generation) }
+            state.withLock { s in if s.shellPid == shell!.pid { s.shellPid = nil } }
             shell!.end()
             shell = nil
-            return outcome
+            return (outcome, generation)
         }
         switch outcome {
         case .answered(let output):
             refillAfterCommand()
             return output
         case .timedOut:
-            closeMaster()
+            closeMaster(generation)
             throw RemoteFailure(.unreachable, host: host, "no answer within \(deadline)")
         case .ended(let status, let stderr):
-            throw shellEnded(status, stderr)
+            let failure = endedShellFailure(status, stderr)
+            if failure.kind != .remoteCommand { closeMaster(generation) }
+            throw failure
         }
     }
 
@@ -218,18 +223,9 @@ public final class RemoteSession: Sendable {
         if master {
             killMaster(nil)
         } else if failure.kind != .remoteCommand {
-            closeMaster()
+            closeMaster(state.withLock { $0.generation })
         }
         throw failure
-    }
-
-    /// The failure of a shell whose ssh ended (`status`) before it answered, the master
-    /// closed when the connection is at fault.
-    private func shellEnded(_ status: Int32, _ stderr: [UInt8]) -> RemoteFailure {
-        state.withLock { $0.shellPid = nil }
-        let failure = endedShellFailure(status, stderr)
-        if failure.kind != .remoteCommand { closeMaster() }
-        return failure
     }
 
     /// What a shell's end says: ssh's words, or its status.
@@ -289,10 +285,10 @@ public final class RemoteSession: Sendable {
     /// pipe; once it took the list, its outcome is the run's.
     public func runRsync(_ argv: [[UInt8]], input: [UInt8], timeout: Duration) throws(RemoteFailure) -> RemoteOutput {
         try ensureMaster()
-        let standby = state.withLock { s -> Standby? in
+        let (standby, generation) = state.withLock { s -> (Standby?, Int) in
             s.rsyncRuns += 1
             s.sessions += 1
-            return s.takeStandby()
+            return (s.takeStandby(), s.generation)
         }
         var warm: CapturedRun?
         if let standby {
@@ -322,13 +318,13 @@ public final class RemoteSession: Sendable {
         }
         if refill { spawnStandby(argv) }
         if result.timedOut {
-            closeMaster()
+            closeMaster(generation)
             throw RemoteFailure(.unreachable, host: host, "rsync: no progress within \(timeout)")
         }
         if result.status == 255 || result.status == 12 || result.status == 35 || result.status == 30 {
             let failure = classify(result.stderr)
             if failure.kind != .remoteCommand {
-                closeMaster()
+                closeMaster(generation)
                 throw failure
             }
         }
@@ -435,12 +431,18 @@ public final class RemoteSession: Sendable {
             if state.withLock({ $0.masterOpen || $0.closed }) { return }
             state.withLock { $0.connections += 1 }
             let first = try startShell(master: true)
+            if state.withLock({ $0.closed }) {
+                first.end()
+                killMaster(nil)
+                throw RemoteFailure(.remoteCommand, host: host, "the session is closed")
+            }
             let checked = try? spawn(sshArguments + [Array("-O".utf8), Array("check".utf8), Array(destination.utf8)],
                                      input: [], timeout: .seconds(10))
             let pid = checked.flatMap { Self.masterPid(String(decoding: $0.stderr, as: UTF8.self)) }
             let stale = state.withLock { s -> RemoteShell? in
                 s.masterOpen = true
                 s.masterPid = pid
+                s.generation += 1
                 defer { s.opened = first }
                 return s.opened
             }
@@ -458,8 +460,13 @@ public final class RemoteSession: Sendable {
 
     /// Ends the master (a hung or dropped one) so that the next call opens a new one:
     /// `ssh -O exit`, then SIGTERM to its pid, and the socket removed.
-    public func closeMaster() {
+    public func closeMaster() { closeMaster(nil) }
+
+    /// `closeMaster`, unless `generation` is given and a newer master is up: a failure met
+    /// on an old one (a command killed with it) leaves the new one alone.
+    private func closeMaster(_ generation: Int?) {
         opening.withLock { _ in
+            if let generation, state.withLock({ $0.generation != generation }) { return }
             let (pid, standby) = state.withLock { s -> (pid_t?, Standby?) in
                 s.masterOpen = false
                 defer { s.masterPid = nil }
@@ -493,12 +500,14 @@ public final class RemoteSession: Sendable {
             return !s.closed
         }
         guard first else { return }
-        state.withLock { $0.takeStandby() }?.child.abandon()
-        state.withLock { s in defer { s.opened = nil }; return s.opened }?.end()
-        endShell()
-        let pid = state.withLock { $0.masterPid }
-        killMaster(pid)
-        state.withLock { $0.masterOpen = false }
+        opening.withLock { _ in
+            state.withLock { $0.takeStandby() }?.child.abandon()
+            state.withLock { s in defer { s.opened = nil }; return s.opened }?.end()
+            endShell()
+            let pid = state.withLock { $0.masterPid }
+            killMaster(pid)
+            state.withLock { $0.masterOpen = false }
+        }
         try? Sys.unlink(.currentDirectory, controlDirectory, directory: true)
     }
 

@@ -6,7 +6,8 @@ import KeepSyncCore
 /// connection, not per command. A request is a header line `TOKEN SCRIPTLEN INPUTLEN`,
 /// then the script's bytes and the input's: the loop reads both exactly (`head -c`, or
 /// `dd bs=1` where a `head` reads ahead), runs the script in a subshell with the input on
-/// its stdin (what it leaves unread is drained), and ends its stdout with `TOKEN STATUS`
+/// its stdin (what it leaves unread is drained; the pipeline's last part is a subshell,
+/// as shells that run it in the current one would otherwise end the loop), and ends its stdout with `TOKEN STATUS`
 /// and its stderr with `TOKEN`, each on a line. The token is random per request: no
 /// byte a script prints can end an answer early. Not thread-safe: `RemoteSession`
 /// serializes the calls.
@@ -16,7 +17,7 @@ final class RemoteShell: @unchecked Sendable {
         if [ "$(printf ab | { head -c 1 >/dev/null; head -c 1; } 2>/dev/null)" = b ]; \
         then rd() { head -c "$1"; }; else rd() { dd bs=1 count="$1" 2>/dev/null; }; fi; \
         while IFS=" " read -r t sl il; do s=$(rd "$sl"; printf x); s=${s%x}; \
-        rd "$il" | { (eval "$s"); r=$?; cat >/dev/null; exit $r; }; \
+        rd "$il" | ( (eval "$s"); r=$?; cat >/dev/null; exit $r ); \
         printf "%s %s\\n" "$t" "$?"; printf "%s\\n" "$t" >&2; done
         """
 
@@ -110,10 +111,12 @@ final class RemoteShell: @unchecked Sendable {
                         stdout += buffer[0..<n]
                         if status == nil, let s = Self.trailer(&stdout, token: token) { status = s }
                     } else {
+                        let from = max(0, stderr.count - token.count)
                         stderr += buffer[0..<n]
-                        if !stderrDone, stderr.last == 0x0A, stderr.count > token.count,
-                           stderr[(stderr.count - token.count - 1)..<(stderr.count - 1)].elementsEqual(token) {
-                            stderr.removeLast(token.count + 1)
+                        // ssh's own words may follow the marker in the same read: it is
+                        // looked for in what arrived, not only at the end.
+                        if !stderrDone, let at = stderr[from...].firstRange(of: token + [0x0A]) {
+                            stderr.removeSubrange(at)
                             stderrDone = true
                         }
                     }
@@ -159,7 +162,8 @@ final class RemoteShell: @unchecked Sendable {
             usleep(5_000)
             status = Sys.reapIfExited(child.pid)
         }
-        kill(-child.pid, SIGKILL)
+        // Once reaped its pid may be another's: only a live one is killed.
+        if status == nil { kill(-child.pid, SIGKILL) }
         child.input?.close()
         child.out.close()
         child.err.close()

@@ -55,8 +55,9 @@ struct CapturedChild: Sendable {
 
     /// Whether it runs and so do all its children (rsync's ssh), as `/proc/PID/stat` and
     /// `/proc/PID/task/PID/children` say: an ssh that ended (reaped, or a zombie) means the
-    /// transport behind a waiting rsync is gone. One whose ssh is not spawned yet (a loaded
-    /// machine) runs. Without those files, whether it can be signalled.
+    /// transport behind a waiting rsync is gone (rsync reaps it at once: then it has none).
+    /// One spawned within `childGrace` with no child yet (its ssh still to come, on a
+    /// loaded machine) runs. Without those files, whether it can be signalled.
     var childrenAlive: Bool {
         guard let running = Self.running(pid) else { return kill(pid, 0) == 0 }
         guard running else { return false }
@@ -66,13 +67,18 @@ struct CapturedChild: Sendable {
         let text = (try? fd.readAll()) ?? []
         fd.close()
         let children = text.split(separator: 0x20).compactMap { pid_t(String(decoding: $0, as: UTF8.self)) }
+        guard !children.isEmpty else { return ContinuousClock.now - spawned < Self.childGrace }
         return children.allSatisfy { Self.running($0) == true }
     }
 
+    /// How long after its spawn a child may still be without children of its own.
+    static let childGrace: Duration = .seconds(2)
+
     /// Whether `pid` runs (not a zombie, not gone); nil when /proc cannot say.
     static func running(_ pid: pid_t) -> Bool? {
-        guard let fd = try? Sys.open(.currentDirectory, Array("/proc/\(pid)/stat".utf8), O_RDONLY) else {
-            return errno == ENOENT ? false : nil
+        let fd: FileDescriptor
+        do throws(Errno) { fd = try Sys.open(.currentDirectory, Array("/proc/\(pid)/stat".utf8), O_RDONLY) } catch {
+            return error.rawValue == ENOENT ? false : nil
         }
         defer { fd.close() }
         // "PID (COMM) STATE ...": the state follows the last ')'; Z and X have ended.
