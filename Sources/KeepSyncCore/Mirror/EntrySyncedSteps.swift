@@ -63,6 +63,11 @@ public final class EntrySyncedSteps: FileAccessorProviding {
         try noting(from.parent, to.parent, to) { try base.rename(from, to: to) }
     }
     /// Sets mode and/or mtime: the entry's own inode is owed.
+    /// `link` (the new name's directory owed).
+    public func link(_ from: RelativePath, to: RelativePath) throws {
+        try noting(to.parent, to) { try base.link(from, to: to) }
+    }
+
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
         try noting(path) { try base.setAttributes(path, mode: mode, mtime: mtime) }
     }

@@ -13,6 +13,10 @@ public protocol FileAccessorProviding: FileSystemProviding {
     func remove(_ path: RelativePath) throws
     /// Renames within the mirror, replacing what is at `to` unless it is a non-empty directory.
     func rename(_ from: RelativePath, to: RelativePath) throws
+    /// Gives the file or symlink at `from` a second name `to` (a hard link; nothing is at
+    /// `to`), never following a symlink. Throws `.unsupported` where the file system has
+    /// no hard links.
+    func link(_ from: RelativePath, to: RelativePath) throws
     /// Sets permission bits and/or modification time of a file or directory.
     func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws
     /// Group commit, step 1: writes `source` into a temp file next to `path` with its
@@ -43,6 +47,11 @@ public protocol FileAccessorProviding: FileSystemProviding {
 }
 
 extension FileAccessorProviding {
+    /// No hard links.
+    public func link(_ from: RelativePath, to: RelativePath) throws {
+        throw KeepSyncError(.unsupported, "link: no hard links here", path: from)
+    }
+
     /// Nothing: the barrier (syncfs) covers everything.
     public func willRecord(_ path: RelativePath) {}
 

@@ -26,6 +26,8 @@ public struct KeepSyncError: Error, Sendable, Equatable, CustomStringConvertible
         case unsafePath
         /// The mirror's host cannot be reached or refuses the login (remote mirrors).
         case unreachable
+        /// The file system does not do it (a hard link on exFAT or FAT).
+        case unsupported
         /// Any other I/O failure.
         case io
     }

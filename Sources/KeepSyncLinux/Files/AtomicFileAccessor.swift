@@ -366,6 +366,25 @@ public final class AtomicFileAccessor: FileAccessorProviding {
         }
     }
 
+    /// A hard link at `to` of what is at `from` (a symlink itself, never followed; durable
+    /// at the next barrier). Where the file system takes none (EPERM, EOPNOTSUPP, EMLINK):
+    /// `.unsupported`.
+    public func link(_ from: RelativePath, to: RelativePath) throws {
+        forgetStagingDirectories(within: to)
+        try tree.withParent(from) { fromParent, fromName in
+            try tree.withParent(to) { toParent, toName in
+                do throws(Errno) {
+                    try Sys.link(fromParent, fromName, toParent, toName)
+                } catch {
+                    if [EPERM, EOPNOTSUPP, EMLINK, ENOSYS].contains(error.rawValue) {
+                        throw KeepSyncError(.unsupported, "linkat: \(error.text)", path: from, errno: error.rawValue)
+                    }
+                    throw error.error("linkat", path: from)
+                }
+            }
+        }
+    }
+
     /// Sets permission bits and/or the modification time, never through a symlink.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
         if path.isRoot {

@@ -81,6 +81,15 @@ enum Sys {
         }
     }
 
+    /// `linkat` without `AT_SYMLINK_FOLLOW` (a symlink is linked itself).
+    static func link(_ fromDir: FileDescriptor, _ from: [UInt8], _ toDir: FileDescriptor, _ to: [UInt8]) throws(Errno) {
+        _ = try withCPath(from) { (f) throws(Errno) -> Int32 in
+            try withCPath(to) { (t) throws(Errno) -> Int32 in
+                try valueOrErrno { linkat(fromDir.rawValue, f, toDir.rawValue, t, 0) }
+            }
+        }
+    }
+
     /// `renameat`.
     static func rename(_ fromDir: FileDescriptor, _ from: [UInt8], _ toDir: FileDescriptor, _ to: [UInt8]) throws(Errno) {
         _ = try withCPath(from) { (f) throws(Errno) -> Int32 in

@@ -1,0 +1,173 @@
+import Synchronization
+
+/// The steps of a mirror that keeps versions (SPEC "Versions"): just before the content
+/// at a name is replaced (`publish`, `makeSymlink`, a `rename` onto it) the old file or
+/// symlink gets a second name in the versions directory (`link`: no byte copied, never
+/// a moment without a file at the name; where the file system has no hard links it is
+/// renamed there first); a removed entry, a directory with its whole tree, is renamed
+/// there. Attributes, new names and temp files go straight through. Every step of a
+/// version goes through `base`, so the barrier that covers the change covers its version
+/// (on FUSE `base` is the `EntrySyncedSteps` that owes the versions' entries an fsync).
+public final class VersionKeepingSteps: FileAccessorProviding {
+    /// The steps underneath.
+    public let base: any FileAccessorProviding
+    /// The versions directory, relative to the mirror root.
+    public let directory: RelativePath
+    /// The time now, seconds since the epoch (UTC): the versions' tags.
+    private let now: @Sendable () -> Int64
+
+    private struct State {
+        /// False once a link was refused (`.unsupported`): replaced files are moved aside.
+        var links = true
+        var linked = 0
+        var moved = 0
+    }
+    private let state = Mutex(State())
+    /// Held while a version's name is chosen and taken (two in one second get `-2`).
+    private let naming = Mutex<Void>(())
+
+    /// Versions kept under `directory`, tagged with `now`.
+    public init(_ base: any FileAccessorProviding, directory: RelativePath, now: @escaping @Sendable () -> Int64) {
+        precondition(!directory.isRoot, "the versions directory is below the mirror root")
+        self.base = base
+        self.directory = directory
+        self.now = now
+    }
+
+    /// Versions kept by a second name, and by a move (removals, and replaces where links fail).
+    public var kept: (linked: Int, moved: Int) { state.withLock { ($0.linked, $0.moved) } }
+
+    // MARK: Versions
+
+    /// Keeps what is at `path` (a regular file or symlink; a directory only when
+    /// `replacing` is false) as a version; nothing when nothing is there. `replacing`: the
+    /// name is about to get new content, so it keeps its file until then (a link).
+    private func keep(_ path: RelativePath, replacing: Bool) throws {
+        if path.isWithin(directory) || directory.isWithin(path) { return }
+        guard let stat = try base.stat(path) else { return }
+        switch stat.kind {
+        case .regular, .symlink: break
+        case .directory where !replacing: break
+        default: return
+        }
+        try naming.withLock { _ in
+            let target = try place(path, isDirectory: stat.kind == .directory)
+            if replacing && state.withLock({ $0.links }) {
+                do {
+                    try base.link(path, to: target)
+                    state.withLock { $0.linked += 1 }
+                    return
+                } catch let error as KeepSyncError where error.code == .unsupported {
+                    state.withLock { $0.links = false }
+                }
+            }
+            try base.rename(path, to: target)
+            state.withLock { $0.moved += 1 }
+        }
+    }
+
+    /// A free name for a version of `path` now: its directories made in the versions
+    /// directory, the tag's sequence past the names taken.
+    private func place(_ path: RelativePath, isDirectory: Bool) throws -> RelativePath {
+        var parent = directory
+        try makeDirectoryIfMissing(parent)
+        for component in (path.parent ?? .root).components {
+            parent = parent.appending(component)
+            try makeDirectoryIfMissing(parent)
+        }
+        let seconds = now()
+        var sequence = 1
+        while true {
+            let candidate = parent.appending(VersionName(original: path.name, seconds: seconds, sequence: sequence,
+                                                         isDirectory: isDirectory).bytes)
+            if try base.stat(candidate) == nil { return candidate }
+            sequence += 1
+        }
+    }
+
+    private func makeDirectoryIfMissing(_ path: RelativePath) throws {
+        if let stat = try base.stat(path) {
+            guard stat.kind == .directory else {
+                throw KeepSyncError(.conflict, "the versions directory holds something else here", path: path)
+            }
+            return
+        }
+        _ = try base.makeDirectory(path, mode: 0o700)
+    }
+
+    // MARK: Steps that replace or remove
+
+    /// The old content kept, then the staged file renamed over the name.
+    public func publish(_ staged: StagedFile) throws -> FileStat {
+        try keep(staged.path, replacing: true)
+        return try base.publish(staged)
+    }
+
+    /// `publish` of each: a file whose old content could not be kept is not published.
+    public func publishAll(_ staged: [StagedFile]) -> [Result<FileStat, any Error>] {
+        var results: [Result<FileStat, any Error>?] = staged.map { s in
+            do { try keep(s.path, replacing: true) } catch { return .failure(error) }
+            return nil
+        }
+        let ready = staged.indices.filter { results[$0] == nil }
+        for (i, result) in zip(ready, base.publishAll(ready.map { staged[$0] })) { results[i] = result }
+        return results.map { $0! }
+    }
+
+    /// The old symlink or file kept, then the new link made.
+    public func makeSymlink(_ path: RelativePath, target: [UInt8], mtime: Timespec) throws -> FileStat {
+        try keep(path, replacing: true)
+        return try base.makeSymlink(path, target: target, mtime: mtime)
+    }
+
+    /// Moved into the versions directory whole (one rename); inside it, removed.
+    public func remove(_ path: RelativePath) throws {
+        if path.isWithin(directory) { return try base.remove(path) }
+        try keep(path, replacing: false)
+        // What is left: an entry kept no versions of (a special file).
+        try base.remove(path)
+    }
+
+    /// What is at `to` (a file or symlink) kept, then the rename.
+    public func rename(_ from: RelativePath, to: RelativePath) throws {
+        if from != to { try keep(to, replacing: true) }
+        try base.rename(from, to: to)
+    }
+
+    // MARK: Straight through
+
+    /// `lstat`.
+    public func stat(_ path: RelativePath) throws -> FileStat? { try base.stat(path) }
+    /// Entries.
+    public func list(_ directory: RelativePath) throws -> [DirectoryEntry] { try base.list(directory) }
+    /// A symlink's target.
+    public func readLink(_ path: RelativePath) throws -> [UInt8] { try base.readLink(path) }
+    /// A file to read.
+    public func open(_ path: RelativePath) throws -> any SourceFile { try base.open(path) }
+    /// The current version.
+    public func currentVersion(_ path: RelativePath) throws -> FileStat? { try base.currentVersion(path) }
+    /// A new directory.
+    public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat { try base.makeDirectory(path, mode: mode) }
+    /// A hard link.
+    public func link(_ from: RelativePath, to: RelativePath) throws { try base.link(from, to: to) }
+    /// Mode and mtime: no version.
+    public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
+        try base.setAttributes(path, mode: mode, mtime: mtime)
+    }
+    /// A temp file.
+    public func stage(_ path: RelativePath, from source: any SourceFile, durable: Bool) throws -> StagedFile {
+        try base.stage(path, from: source, durable: durable)
+    }
+    /// The barrier (it covers the versions too).
+    public func barrier() throws { try base.barrier() }
+    /// One entry's fsync.
+    public func syncEntry(_ path: RelativePath) throws { try base.syncEntry(path) }
+    /// A record will claim `path`.
+    public func willRecord(_ path: RelativePath) { base.willRecord(path) }
+    /// A temp file dropped: never a version.
+    public func discard(_ staged: StagedFile) { base.discard(staged) }
+    /// A leftover temp file: never a version.
+    public func removeLeftoverTemporary(_ path: RelativePath) throws -> Bool { try base.removeLeftoverTemporary(path) }
+    /// The writability probe.
+    public func probe() throws { try base.probe() }
+}
