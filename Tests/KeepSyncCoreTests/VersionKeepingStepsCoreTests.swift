@@ -30,4 +30,43 @@ struct VersionKeepingStepsCoreTests {
         #expect(mirror.node(RelativePath(".keepsync-versions/notes/todo~20261207-013000Z-2.txt"))?.content == Self.b("new"))
         #expect(keeper.kept.moved == 2)
     }
+
+    @Test("the store lists what the keeper kept (files, a deleted directory, -2 in one second) with their original paths, and thins by retention through the steps")
+    func storeListsAndThins() throws {
+        let mirror = InMemoryTree(device: 2), source = InMemoryTree()
+        let clock = Clock(1_796_607_000)
+        let keeper = VersionKeepingSteps(mirror, directory: RelativePath(".keepsync-versions"), now: { clock.now })
+        mirror.makeDirectory(RelativePath("docs"))
+        source.makeDirectory(RelativePath("docs"))
+        let report = RelativePath("docs/report.odt")
+        mirror.writeFile(report, Self.b("v0"))
+        for i in 1...3 {
+            source.writeFile(report, Self.b("v\(i)"))
+            _ = try keeper.install(report, from: try source.open(report))
+            clock.now += i == 1 ? 0 : 40
+        }
+        mirror.makeDirectory(RelativePath("old"))
+        mirror.writeFile(RelativePath("old/a.txt"), Self.b("a"))
+        try keeper.remove(RelativePath("old"))
+        let store = VersionStore(steps: keeper, directory: keeper.directory)
+        let listed = try store.list().sorted { ($0.isDirectory ? 1 : 0, $0.seconds, $0.sequence) < ($1.isDirectory ? 1 : 0, $1.seconds, $1.sequence) }
+        #expect(listed.map(\.original) == [RelativePath("docs/report.odt"), RelativePath("docs/report.odt"),
+                                            RelativePath("docs/report.odt"), RelativePath("old")], "\(listed.map(\.path))")
+        #expect(listed.map(\.sequence) == [1, 2, 1, 1] && listed.last?.isDirectory == true)
+        #expect(listed.first?.size == 2)
+        // Two in the first 30 s stretch: the later one stays; past the kept day, all go.
+        let thinned = try store.thin(now: clock.now, keep: 86_400)
+        #expect(thinned.removed.map(\.path) == [RelativePath(".keepsync-versions/docs/report~20261207-013000Z.odt")]
+                && thinned.failed.isEmpty, "\(thinned.removed.map(\.path))")
+        let gone = try store.thin(now: clock.now + 86_401, keep: 86_400)
+        let left = try store.list()
+        #expect(gone.removed.count == 3 && left.isEmpty, "\(left.map(\.path))")
+        #expect(mirror.node(report)?.content == Self.b("v3"), "the mirror's own files untouched")
+    }
+
+    /// A settable clock for tags.
+    final class Clock: @unchecked Sendable {
+        var now: Int64
+        init(_ now: Int64) { self.now = now }
+    }
 }

@@ -1,0 +1,68 @@
+/// One version in the versions directory.
+public struct StoredVersion: Sendable, Equatable {
+    /// Where it is, relative to the mirror root.
+    public var path: RelativePath
+    /// The path it had, relative to the mirror root (a stem cut short stays cut).
+    public var original: RelativePath
+    /// When it was replaced or deleted, seconds since the epoch (UTC).
+    public var seconds: Int64
+    /// `-N` within that second (1 for none).
+    public var sequence: Int
+    /// A deleted directory, kept whole.
+    public var isDirectory: Bool
+    /// A file's size (0 for a directory or symlink).
+    public var size: UInt64
+}
+
+/// The versions directory of a mirror, read and thinned through the mirror's steps.
+public struct VersionStore: Sendable {
+    /// The mirror's steps (a removal inside the versions directory removes).
+    public let steps: any FileAccessorProviding
+    /// The versions directory, relative to the mirror root.
+    public let directory: RelativePath
+
+    /// A store at `directory` of the mirror under `steps`.
+    public init(steps: any FileAccessorProviding, directory: RelativePath) {
+        self.steps = steps
+        self.directory = directory
+    }
+
+    /// Every version, in no order. A directory whose name carries a tag is a deleted
+    /// directory's version (not read into); entries without a tag are not versions.
+    public func list() throws -> [StoredVersion] {
+        guard let root = try steps.stat(directory), root.kind == .directory else { return [] }
+        var out: [StoredVersion] = []
+        var pending: [(RelativePath, RelativePath)] = [(directory, .root)]
+        while let (dir, original) = pending.popLast() {
+            for entry in try steps.list(dir) {
+                let here = dir.appending(entry.name)
+                let isDirectory = entry.stat.kind == .directory
+                if let name = VersionName(parsing: entry.name, isDirectory: isDirectory) {
+                    out.append(StoredVersion(path: here, original: original.appending(name.original), seconds: name.seconds,
+                                             sequence: name.sequence, isDirectory: isDirectory,
+                                             size: entry.stat.kind == .regular ? entry.stat.size : 0))
+                } else if isDirectory {
+                    pending.append((here, original.appending(entry.name)))
+                }
+            }
+        }
+        return out
+    }
+
+    /// Removes what retention says goes (`VersionRetention`) at `now`, versions kept
+    /// `keep` seconds: the removed versions, and the failures (each named).
+    public func thin(now: Int64, keep: Int64) throws -> (removed: [StoredVersion], failed: [(StoredVersion, any Error)]) {
+        var removed: [StoredVersion] = [], failed: [(StoredVersion, any Error)] = []
+        for (_, group) in Dictionary(grouping: try list(), by: \.original) {
+            let ordered = group.sorted { ($0.seconds, $0.sequence) < ($1.seconds, $1.sequence) }
+            // Two in one second: the later (higher sequence) counts as newer.
+            for i in VersionRetention.expired(ordered.map(\.seconds), now: now, keep: keep).sorted() {
+                do {
+                    try steps.remove(ordered[i].path)
+                    removed.append(ordered[i])
+                } catch { failed.append((ordered[i], error)) }
+            }
+        }
+        return (removed, failed)
+    }
+}
