@@ -54,6 +54,9 @@ struct CommandLineParserTests {
         ("--verify-interval", "0", Invocation(command: .run, verifyIntervalSeconds: 0)),
         ("--verify-interval", "31536000", Invocation(command: .run, verifyIntervalSeconds: 31_536_000)),
         ("--log-level", "warning", Invocation(command: .run, logLevel: .warning)),
+        ("--keep-versions", "30d", Invocation(command: .run, keepVersionsSeconds: 2_592_000)),
+        ("--keep-versions", "0", Invocation(command: .run, keepVersionsSeconds: 0)),
+        ("--versions-dir", "~/m/v", Invocation(command: .run, versionsDirectory: b("~/m/v"))),
     ]
 
     @Test("a value flag takes '--flag value' and '--flag=value'", arguments: valueFlags)
@@ -76,6 +79,31 @@ struct CommandLineParserTests {
     func switchSetsField(_ flag: String, _ expected: Invocation) throws {
         #expect(try Self.parse(["sync", flag]) == expected)
         #expect(try Self.parse([flag, "sync"]) == expected)
+    }
+
+    static let durations: [(String, Int)] = [
+        ("30d", 2_592_000), ("12h", 43_200), ("90s", 90), ("2w", 1_209_600), ("5m", 300), ("0", 0), ("0d", 0),
+        ("007d", 604_800), ("36500d", 3_153_600_000),
+    ]
+
+    @Test("--keep-versions takes a number and a unit, s m h d or w, in seconds; 0 is off", arguments: durations)
+    func keepVersionsDurations(_ value: String, _ seconds: Int) throws {
+        for command in ["sync", "run", "check"] {
+            #expect(try Self.parse([command, "--keep-versions", value]).keepVersionsSeconds == seconds)
+        }
+        #expect(try Self.parse(["service", "install", "--keep-versions=\(value)"]).keepVersionsSeconds == seconds)
+        // What service install writes reads back the same.
+        #expect(try Self.parse(["run", "--keep-versions", ConfigFileParser.durationText(seconds)]).keepVersionsSeconds == seconds)
+    }
+
+    @Test("a duration is written in the largest unit that divides it")
+    func durationText() {
+        #expect(ConfigFileParser.durationText(2_592_000) == "30d")
+        #expect(ConfigFileParser.durationText(1_209_600) == "2w")
+        #expect(ConfigFileParser.durationText(43_200) == "12h")
+        #expect(ConfigFileParser.durationText(90) == "90s")
+        #expect(ConfigFileParser.durationText(120) == "2m")
+        #expect(ConfigFileParser.durationText(0) == "0")
     }
 
     @Test("command-specific flags: --json, --name, --enable, --content")
@@ -156,6 +184,19 @@ struct CommandLineParserTests {
         (["check", "--verify-interval=60"], "--verify-interval is only valid with 'run' and 'service install'"),
         (["run", "--max-delete", "101"], "--max-delete: expected a percentage from 0 to 100, got '101'"),
         (["run", "--max-delete", "half"], "--max-delete: expected a percentage from 0 to 100, got 'half'"),
+        (["run", "--keep-versions"], "--keep-versions requires a value"),
+        (["sync", "--keep-versions", "30"], "--keep-versions: expected a duration like 30d, 12h or 90s, got '30'"),
+        (["sync", "--keep-versions", "d"], "--keep-versions: expected a duration like 30d, 12h or 90s, got 'd'"),
+        (["sync", "--keep-versions", "-1d"], "--keep-versions: expected a duration like 30d, 12h or 90s, got '-1d'"),
+        (["run", "--keep-versions=1y"], "--keep-versions: expected a duration like 30d, 12h or 90s, got '1y'"),
+        (["run", "--keep-versions", "1.5d"], "--keep-versions: expected a duration like 30d, 12h or 90s, got '1.5d'"),
+        (["run", "--keep-versions", "30D"], "--keep-versions: expected a duration like 30d, 12h or 90s, got '30D'"),
+        (["run", "--keep-versions", "30 d"], "--keep-versions: expected a duration like 30d, 12h or 90s, got '30 d'"),
+        (["run", "--keep-versions", "36501d"], "--keep-versions: expected a duration up to 36500d, got '36501d'"),
+        (["run", "--keep-versions", "99999999999999999999w"],
+         "--keep-versions: expected a duration up to 36500d, got '99999999999999999999w'"),
+        (["run", "--versions-dir"], "--versions-dir requires a value"),
+        (["run", "--versions-dir="], "--versions-dir requires a value"),
         (["run", "--log-level", "loud"], "--log-level: expected error, warning, info or debug, got 'loud'"),
         (["run", "--exclude", "[ab"], "--exclude: bad exclude pattern '[ab': unterminated '['"),
         (["run", "--no-delete=yes"], "--no-delete takes no value"),
@@ -198,7 +239,7 @@ struct CommandLineParserTests {
             "run", "sync", "check", "status", "service install", "service uninstall",
             "--config <file>", "--source <dir>", "--mirror <dir>", "--state <dir>", "--exclude <glob>",
             "--settle <ms>", "--max-delay <ms>", "--no-delete", "--max-delete <pct>", "--allow-mass-delete",
-            "--accept-new-source", "--content", "--verify-interval <sec>", "--log-level <level>", "-v ", "--foreground", "--json",
+            "--accept-new-source", "--content", "--keep-versions <duration>", "--versions-dir <dir>", "--verify-interval <sec>", "--log-level <level>", "-v ", "--foreground", "--json",
             "--name <name>", "--enable", "--help", "--version", "--man", "--completion <shell>",
         ]
         for word in words { #expect(usage.contains("  \(word)"), "usage lacks \(word)") }
@@ -247,13 +288,13 @@ struct CommandLineParserTests {
         let inv = try Self.parse([
             "run", "--source", "/s", "--mirror", "/m", "--state", "/st", "--exclude", "tmp/",
             "--settle", "0", "--max-delay", "7", "--no-delete", "--max-delete", "90", "--log-level", "error",
-            "--verify-interval", "0",
+            "--verify-interval", "0", "--keep-versions", "12h", "--versions-dir", "~/m/.v",
         ])
         let merged = CommandLineParser.merge(file: Self.file, invocation: inv, home: Self.home)
         #expect(merged == Configuration(
             source: Self.b("/s"), mirror: Self.b("/m"), state: Self.b("/st"), excludes: [Self.b("*.o"), Self.b("tmp/")],
             settleMilliseconds: 0, maxDelayMilliseconds: 7, deleteEnabled: false, maxDeletePercent: 90,
-            logLevel: .error, verifyIntervalSeconds: 0))
+            logLevel: .error, verifyIntervalSeconds: 0, keepVersionsSeconds: 43_200, versionsDirectory: Self.b("/home/ann/m/.v")))
     }
 
     @Test("flags fill in what the file leaves unset, with '~' expanded")
@@ -265,6 +306,15 @@ struct CommandLineParserTests {
         #expect(merged.state == Self.b("~other/x"))
         #expect(merged.excludes.isEmpty)
         #expect(merged.deleteEnabled)
+        #expect(merged.keepVersionsSeconds == 0 && merged.versionsDirectory == nil)
+    }
+
+    @Test("--keep-versions 0 turns off the file's keep_versions")
+    func mergeKeepVersionsZero() throws {
+        let file = Configuration(keepVersionsSeconds: 86_400, versionsDirectory: Self.b("/m/v"))
+        let off = CommandLineParser.merge(file: file, invocation: try Self.parse(["run", "--keep-versions", "0"]), home: Self.home)
+        #expect(off.keepVersionsSeconds == 0 && off.versionsDirectory == Self.b("/m/v"))
+        #expect(CommandLineParser.merge(file: file, invocation: try Self.parse(["run"]), home: Self.home) == file)
     }
 
     @Test("no --no-delete leaves a file's delete = false alone")

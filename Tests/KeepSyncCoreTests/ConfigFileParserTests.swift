@@ -37,13 +37,24 @@ struct ConfigFileParserTests {
             max_delete_percent = 100
             log_level = debug
             verify_interval = 0
+            keep_versions = 2w
+            versions_dir = ~/mirror/.old
             """
         let config = try Self.parse(text)
         #expect(config == Configuration(
             source: Self.b("/data/src"), mirror: Self.b("/backup/mirror"), state: Self.b("/var/tmp/ks"),
             excludes: [Self.b("*.o"), Self.b("node_modules/")], settleMilliseconds: 0,
             maxDelayMilliseconds: 1, deleteEnabled: false, maxDeletePercent: 100, logLevel: .debug,
-            verifyIntervalSeconds: 0))
+            verifyIntervalSeconds: 0, keepVersionsSeconds: 1_209_600, versionsDirectory: Self.b("/home/ann/mirror/.old")))
+    }
+
+    @Test("keep_versions takes a number and a unit, s m h d or w; 0 is off", arguments: [
+        ("30d", 2_592_000), ("12h", 43_200), ("90s", 90), ("2w", 1_209_600), ("15m", 900), ("0", 0),
+    ])
+    func keepVersions(_ value: String, _ seconds: Int) throws {
+        #expect(try Self.parse("keep_versions = \(value)").keepVersionsSeconds == seconds)
+        #expect(try Self.parse("").keepVersionsSeconds == 0)
+        #expect(try Self.parse("").versionsDirectory == nil)
     }
 
     @Test("numbers at their limits are accepted")
@@ -140,6 +151,15 @@ struct ConfigFileParserTests {
         ("verify_interval = -1", "keepsync.conf:1: verify_interval: expected a number of seconds from 0 to 31536000, got '-1'"),
         ("max_delete_percent = 101", "keepsync.conf:1: max_delete_percent: expected a percentage from 0 to 100, got '101'"),
         ("max_delete_percent = 50%", "keepsync.conf:1: max_delete_percent: expected a percentage from 0 to 100, got '50%'"),
+        ("keep_versions = 30", "keepsync.conf:1: keep_versions: expected a duration like 30d, 12h or 90s, got '30'"),
+        ("keep_versions = d", "keepsync.conf:1: keep_versions: expected a duration like 30d, 12h or 90s, got 'd'"),
+        ("\nkeep_versions = -1d", "keepsync.conf:2: keep_versions: expected a duration like 30d, 12h or 90s, got '-1d'"),
+        ("keep_versions = 1y", "keepsync.conf:1: keep_versions: expected a duration like 30d, 12h or 90s, got '1y'"),
+        ("keep_versions =", "keepsync.conf:1: keep_versions: expected a duration like 30d, 12h or 90s, got ''"),
+        ("keep_versions = 5300w", "keepsync.conf:1: keep_versions: expected a duration up to 36500d, got '5300w'"),
+        ("keep_versions = 1d\nkeep_versions = 2d", "keepsync.conf:2: duplicate key 'keep_versions' (first set on line 1)"),
+        ("versions_dir =", "keepsync.conf:1: versions_dir: expected a path"),
+        ("versions_dir = /a\n# x\nversions_dir = /b", "keepsync.conf:3: duplicate key 'versions_dir' (first set on line 1)"),
         ("log_level = loud", "keepsync.conf:1: log_level: expected error, warning, info or debug, got 'loud'"),
         ("log_level = DEBUG", "keepsync.conf:1: log_level: expected error, warning, info or debug, got 'DEBUG'"),
         ("exclude = [ab", "keepsync.conf:1: bad exclude pattern '[ab': unterminated '['"),

@@ -78,6 +78,8 @@ public enum CommandLineParser {
         if let n = invocation.verifyIntervalSeconds { config.verifyIntervalSeconds = n }
         if let ssh = invocation.sshCommand { config.sshCommand = ssh }
         if let path = invocation.rsyncPath { config.rsyncPath = path }
+        if let n = invocation.keepVersionsSeconds { config.keepVersionsSeconds = n }
+        if let dir = invocation.versionsDirectory { config.versionsDirectory = ConfigFileParser.expandingHome(dir, home: home) }
         return config
     }
 
@@ -97,6 +99,8 @@ public enum CommandLineParser {
         case acceptNewSource = "--accept-new-source"
         case acceptNewMirror = "--accept-new-mirror"
         case content = "--content"
+        case keepVersions = "--keep-versions"
+        case versionsDir = "--versions-dir"
         case verifyInterval = "--verify-interval"
         case ssh = "--ssh"
         case rsyncPath = "--rsync-path"
@@ -144,6 +148,8 @@ public enum CommandLineParser {
         case .maxDelay: inv.maxDelayMilliseconds = try unwrap(ConfigFileParser.milliseconds(value, minimum: 1))
         case .maxDelete: inv.maxDeletePercent = try unwrap(ConfigFileParser.percent(value))
         case .verifyInterval: inv.verifyIntervalSeconds = try unwrap(ConfigFileParser.seconds(value))
+        case .keepVersions: inv.keepVersionsSeconds = try unwrap(ConfigFileParser.duration(value))
+        case .versionsDir: inv.versionsDirectory = value
         case .ssh:
             if case .failure(let reason) = RemoteTarget.words(value) { throw usageError("\(flag): \(reason.text)") }
             inv.sshCommand = value

@@ -5,7 +5,8 @@
 /// the value, because `#` is a legal byte in paths and globs. Values are not quoted. Keys:
 /// `source`, `mirror`, `state`, `exclude` (repeatable), `settle_ms`, `max_delay_ms`,
 /// `delete` (`true`/`false`), `max_delete_percent` (0-100), `log_level`, `verify_interval`
-/// (seconds, 0 is off). A path value of
+/// (seconds, 0 is off), `ssh_command`, `rsync_path`, `keep_versions` (a duration such as
+/// `30d`, 0 is off) and `versions_dir`. A path value of
 /// `~` or starting with `~/` starts at the home directory (`~user` is left alone). Setting
 /// any other key twice is an error. An `exclude` keeps a trailing blank escaped with `\`.
 public enum ConfigFileParser {
@@ -13,6 +14,8 @@ public enum ConfigFileParser {
     public static let maximumMilliseconds = 86_400_000
     /// Largest accepted second count (a year).
     public static let maximumSeconds = 31_536_000
+    /// Largest accepted duration (`keep_versions`), in seconds: 36500 days, about a century.
+    public static let maximumDurationSeconds = 36_500 * 86_400
 
     /// Parses `bytes`; errors are `.configuration`, one line, `"<fileName>:<line>: <what>"`.
     public static func parse(_ bytes: [UInt8], fileName: String, home: [UInt8]) throws -> Configuration {
@@ -98,6 +101,14 @@ public enum ConfigFileParser {
             case Keys.rsyncPath:
                 guard let first = value.first, first != UInt8(ascii: "-") else { throw fail("\(key): expected a path") }
                 config.rsyncPath = value
+            case Keys.keepVersions:
+                switch duration(value) {
+                case .success(let n): config.keepVersionsSeconds = n
+                case .failure(let reason): throw fail("\(key): \(reason.text)")
+                }
+            case Keys.versionsDirectory:
+                guard !value.isEmpty else { throw fail("\(key): expected a path") }
+                config.versionsDirectory = expandingHome(value, home: home)
             case Keys.logLevel:
                 guard let level = LogLevel(bytes: value) else {
                     throw fail("log_level: \(logLevelExpectation), got '\(ByteEscaping.escapeControls(value))'")
@@ -126,8 +137,10 @@ public enum ConfigFileParser {
         static let verifyInterval = "verify_interval"
         static let sshCommand = "ssh_command"
         static let rsyncPath = "rsync_path"
+        static let keepVersions = "keep_versions"
+        static let versionsDirectory = "versions_dir"
         static let all: Set<String> = [source, mirror, state, exclude, settle, maxDelay, delete, maxDeletePercent, logLevel,
-                                       verifyInterval, sshCommand, rsyncPath]
+                                       verifyInterval, sshCommand, rsyncPath, keepVersions, versionsDirectory]
     }
 
     /// Why a value was refused, as text following `<key>: `.
@@ -156,6 +169,39 @@ public enum ConfigFileParser {
             return .failure(ValueError(text: "expected a number of seconds from 0 to \(maximumSeconds), got '\(ByteEscaping.escapeControls(value))'"))
         }
         return .success(n)
+    }
+
+    /// The text after `<key>: ` for a malformed duration.
+    static let durationExpectation = "expected a duration like 30d, 12h or 90s"
+
+    /// Seconds in each duration unit, largest first.
+    private static let durationUnits: [(unit: UInt8, seconds: Int)] = [
+        (UInt8(ascii: "w"), 604_800), (UInt8(ascii: "d"), 86_400), (UInt8(ascii: "h"), 3_600), (UInt8(ascii: "m"), 60),
+        (UInt8(ascii: "s"), 1),
+    ]
+
+    /// A duration in seconds (`keep_versions`, `--keep-versions`): decimal digits and one
+    /// unit, `s`, `m`, `h`, `d` or `w` (`30d`, `12h`, `90s`); `0` alone is 0 (off), as is a
+    /// zero with a unit. At most `maximumDurationSeconds`.
+    static func duration(_ value: [UInt8]) -> Result<Int, ValueError> {
+        let malformed = ValueError(text: "\(durationExpectation), got '\(ByteEscaping.escapeControls(value))'")
+        if value == [UInt8(ascii: "0")] { return .success(0) }
+        guard let last = value.last, let unit = durationUnits.first(where: { $0.unit == last }),
+              let n = decimal(Array(value.dropLast())) else { return .failure(malformed) }
+        let (total, overflow) = n.multipliedReportingOverflow(by: unit.seconds)
+        guard !overflow, total <= maximumDurationSeconds else {
+            return .failure(ValueError(
+                text: "expected a duration up to \(maximumDurationSeconds / 86_400)d, got '\(ByteEscaping.escapeControls(value))'"))
+        }
+        return .success(total)
+    }
+
+    /// `seconds` as a duration `duration` reads back: in the largest unit that divides it
+    /// (`2592000` is `30d`), `0` for 0.
+    public static func durationText(_ seconds: Int) -> String {
+        guard seconds > 0 else { return "0" }
+        let unit = durationUnits.first { seconds % $0.seconds == 0 } ?? durationUnits[durationUnits.count - 1]
+        return "\(seconds / unit.seconds)\(Character(Unicode.Scalar(unit.unit)))"
     }
 
     /// A percentage 0-100.

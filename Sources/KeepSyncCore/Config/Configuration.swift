@@ -25,6 +25,11 @@ public struct Configuration: Sendable, Equatable {
     public var sshCommand: [UInt8]?
     /// Remote mirrors: the rsync program on the remote host; nil: `rsync`.
     public var rsyncPath: [UInt8]?
+    /// How long the mirror keeps what the source replaced or deleted, in seconds
+    /// (`keep_versions`, `--keep-versions`); 0 is off (SPEC "Versions").
+    public var keepVersionsSeconds: Int
+    /// Where versions are kept (`versions_dir`, `--versions-dir`); nil: `MIRROR/.keepsync-versions`.
+    public var versionsDirectory: [UInt8]?
 
     /// The defaults, written here only: the help text shows these, and a test holds the
     /// example file (etc/keepsync.conf) to them.
@@ -37,6 +42,8 @@ public struct Configuration: Sendable, Equatable {
     public static let defaultLogLevel = LogLevel.info
     /// Default of `verifyIntervalSeconds`.
     public static let defaultVerifyIntervalSeconds = 3600
+    /// Default of `keepVersionsSeconds`: versions off.
+    public static let defaultKeepVersionsSeconds = 0
 
     /// A configuration; every argument has the documented default.
     public init(
@@ -51,7 +58,9 @@ public struct Configuration: Sendable, Equatable {
         logLevel: LogLevel = Configuration.defaultLogLevel,
         verifyIntervalSeconds: Int = Configuration.defaultVerifyIntervalSeconds,
         sshCommand: [UInt8]? = nil,
-        rsyncPath: [UInt8]? = nil
+        rsyncPath: [UInt8]? = nil,
+        keepVersionsSeconds: Int = Configuration.defaultKeepVersionsSeconds,
+        versionsDirectory: [UInt8]? = nil
     ) {
         self.source = source
         self.mirror = mirror
@@ -65,5 +74,7 @@ public struct Configuration: Sendable, Equatable {
         self.verifyIntervalSeconds = verifyIntervalSeconds
         self.sshCommand = sshCommand
         self.rsyncPath = rsyncPath
+        self.keepVersionsSeconds = keepVersionsSeconds
+        self.versionsDirectory = versionsDirectory
     }
 }

@@ -42,6 +42,10 @@ public struct Invocation: Sendable, Equatable {
     public var sshCommand: [UInt8]?
     /// `--rsync-path PATH`.
     public var rsyncPath: [UInt8]?
+    /// `--keep-versions DURATION`, in seconds (0 is off).
+    public var keepVersionsSeconds: Int?
+    /// `--versions-dir DIR`, as given.
+    public var versionsDirectory: [UInt8]?
     /// `--no-delete`.
     public var noDelete: Bool
     /// `--max-delete PCT`.
@@ -92,7 +96,9 @@ public struct Invocation: Sendable, Equatable {
         foreground: Bool? = nil,
         json: Bool = false,
         name: String? = nil,
-        enable: Bool = false
+        enable: Bool = false,
+        keepVersionsSeconds: Int? = nil,
+        versionsDirectory: [UInt8]? = nil
     ) {
         self.command = command
         self.configFile = configFile
@@ -116,5 +122,7 @@ public struct Invocation: Sendable, Equatable {
         self.json = json
         self.name = name
         self.enable = enable
+        self.keepVersionsSeconds = keepVersionsSeconds
+        self.versionsDirectory = versionsDirectory
     }
 }
