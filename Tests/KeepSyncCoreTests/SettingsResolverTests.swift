@@ -79,4 +79,82 @@ struct SettingsResolverTests {
         #expect(file.rsyncPath == Array("/opt/rsync".utf8))
         #expect(message { try resolver().settings(invocation(mirror: "box::module")) }?.hasPrefix("configuration: --mirror box::module") == true)
     }
+
+    // MARK: - Versions (SPEC "Versions")
+
+    func keeping(_ keep: String?, dir: String? = nil, mirror: String = "/backup", state: String? = nil) -> Invocation {
+        var inv = invocation(mirror: mirror, state: state)
+        if let keep { inv.keepVersionsSeconds = try? ConfigFileParser.duration(Array(keep.utf8)).get() }
+        inv.versionsDirectory = dir.map { Array($0.utf8) }
+        return inv
+    }
+
+    @Test("versions are off by default and with keep_versions 0, whatever versions_dir says")
+    func versionsOff() throws {
+        #expect(try resolver().settings(invocation()).versions == nil)
+        #expect(try resolver().settings(keeping("0")).versions == nil)
+        #expect(try resolver().settings(keeping("0", dir: "/elsewhere")).versions == nil)
+        #expect(try resolver().settings(keeping("0", mirror: "box:/m")).versions == nil)
+    }
+
+    @Test("the versions directory defaults to .keepsync-versions in the mirror")
+    func versionsDefaultDirectory() throws {
+        let s = try resolver().settings(keeping("30d"))
+        #expect(s.versions == VersionSettings(keepSeconds: 2_592_000, directory: RelativePath(".keepsync-versions")))
+        #expect(try resolver().settings(keeping("12h")).versions?.keepSeconds == 43_200)
+    }
+
+    @Test("--versions-dir inside the mirror is kept relative to the mirror root", arguments: [
+        ("/backup/.old", ".old"), ("/backup/a/b/versions", "a/b/versions"), ("/backup/v/", "v"), ("/backup//x/./y", "x/y"),
+    ])
+    func versionsDirectoryInside(_ dir: String, _ relative: String) throws {
+        #expect(try resolver().settings(keeping("1w", dir: dir)).versions
+                == VersionSettings(keepSeconds: 604_800, directory: RelativePath(relative)))
+    }
+
+    @Test("config keys keep_versions and versions_dir resolve the same way, and flags win")
+    func versionsFromTheFile() throws {
+        let files = ["/c": "source = /data\nmirror = /backup\nkeep_versions = 2w\nversions_dir = ~/../../backup/.v\n"]
+        let file = Invocation(command: .sync, configFile: Array("/c".utf8))
+        // FakePaths keeps `..`, so `~/../../backup/.v` (/home/u/../../backup/.v) is not trusted to be inside.
+        #expect(message { try resolver(files).settings(file) }?.hasPrefix("configuration: --versions-dir /home/u/../../backup/.v: must be inside") == true)
+        let good = ["/c": "source = /data\nmirror = /backup\nkeep_versions = 2w\nversions_dir = /backup/.v\n"]
+        #expect(try resolver(good).settings(file).versions == VersionSettings(keepSeconds: 1_209_600, directory: RelativePath(".v")))
+        var flags = file
+        flags.keepVersionsSeconds = 0
+        #expect(try resolver(good).settings(flags).versions == nil)
+        flags.keepVersionsSeconds = 60
+        flags.versionsDirectory = Array("/backup/w".utf8)
+        #expect(try resolver(good).settings(flags).versions == VersionSettings(keepSeconds: 60, directory: RelativePath("w")))
+    }
+
+    @Test("a versions directory outside the mirror, the mirror itself, or in the state directory is refused")
+    func versionsDirectoryRefused() {
+        #expect(message { try resolver().settings(keeping("30d", dir: "/elsewhere/v")) }
+                == "configuration: --versions-dir /elsewhere/v: must be inside the mirror (/backup); "
+                + "a versions directory elsewhere on the mirror's file system is not supported yet")
+        #expect(message { try resolver().settings(keeping("30d", dir: "/backupv")) }?
+            .hasPrefix("configuration: --versions-dir /backupv: must be inside the mirror (/backup)") == true)
+        #expect(message { try resolver().settings(keeping("30d", dir: "/")) }?
+            .hasPrefix("configuration: --versions-dir /: must be inside the mirror (/backup)") == true)
+        #expect(message { try resolver().settings(keeping("30d", dir: "/data/v")) }?
+            .hasPrefix("configuration: --versions-dir /data/v: must be inside the mirror") == true)
+        #expect(message { try resolver().settings(keeping("30d", dir: "/backup")) }
+                == "configuration: --versions-dir /backup: must be a directory inside the mirror, not the mirror itself")
+        #expect(message { try resolver().settings(keeping("30d", dir: "/backup/")) }
+                == "configuration: --versions-dir /backup/: must be a directory inside the mirror, not the mirror itself")
+        #expect(message { try resolver().settings(keeping("30d", dir: "/backup/../etc")) }?
+            .hasPrefix("configuration: --versions-dir /backup/../etc: must be inside the mirror (/backup)") == true)
+        // A state directory holding the mirror: versions may not go into it through the mirror.
+        #expect(message { try resolver().settings(keeping("30d", dir: "/st/m/v", mirror: "/st/m", state: "/st")) }
+                == "configuration: --versions-dir /st/m/v: must not be inside the state directory or hold it (/st)")
+    }
+
+    @Test("a remote mirror keeps no versions yet")
+    func versionsRemote() {
+        #expect(message { try resolver().settings(keeping("30d", mirror: "box:/srv/m")) }
+                == "configuration: --keep-versions: remote mirrors keep no versions yet")
+        #expect(message { try resolver().settings(keeping("1s", dir: "/srv/m/v", mirror: "me@box:/srv/m")) }
+                == "configuration: --keep-versions: remote mirrors keep no versions yet")
+    }
 }

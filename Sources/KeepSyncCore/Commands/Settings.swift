@@ -17,6 +17,8 @@ public struct Settings: Sendable {
     public var excludes: ExcludeMatcher
     /// The configuration file read, if any.
     public var configFile: [UInt8]?
+    /// Versions (SPEC "Versions"): nil when off (`keep_versions` 0).
+    public var versions: VersionSettings?
 
     /// Resolved settings.
     public init(configuration: Configuration, invocation: Invocation, source: [UInt8], mirror: [UInt8], state: [UInt8],

@@ -75,7 +75,38 @@ public struct SettingsResolver: Sendable {
         var settings = Settings(configuration: config, invocation: invocation, source: source, mirror: mirror, state: state,
                                 excludes: excludes, configFile: configPath)
         settings.remote = remote
+        settings.versions = try versions(config, source: source, mirror: mirror, state: state, remote: remote)
         return settings
+    }
+
+    /// The versions to keep: nil when `keep_versions` is 0; refused for a remote mirror,
+    /// and for a `versions_dir` that is not strictly inside a local mirror or that lies in,
+    /// or holds, the source or the state directory. The directory is checked only when
+    /// versions are on.
+    func versions(_ config: Configuration, source: [UInt8], mirror: [UInt8], state: [UInt8],
+                  remote: RemoteTarget?) throws -> VersionSettings? {
+        guard config.keepVersionsSeconds > 0 else { return nil }
+        let keep = Int64(config.keepVersionsSeconds)
+        if remote != nil { throw KeepSyncError(.configuration, "--keep-versions: remote mirrors keep no versions yet") }
+        guard let raw = config.versionsDirectory else { return VersionSettings(keepSeconds: keep) }
+        let directory = paths.resolve(raw)
+        let d = Self.display(directory)
+        func refuse(_ why: String) -> KeepSyncError { KeepSyncError(.configuration, "--versions-dir \(d): \(why)") }
+        let outside = refuse("must be inside the mirror (\(Self.display(mirror))); "
+                             + "a versions directory elsewhere on the mirror's file system is not supported yet")
+        guard Self.isWithin(directory, mirror) else { throw outside }
+        // Resolved paths hold no `.` or `..`; a resolver that left some is not trusted to be inside.
+        let below = mirror == [0x2F] ? directory : Array(directory[mirror.count...])
+        let components = below.split(separator: 0x2F).filter { !$0.elementsEqual([0x2E]) }
+        if components.contains(where: { $0.elementsEqual([0x2E, 0x2E]) }) { throw outside }
+        if components.isEmpty { throw refuse("must be a directory inside the mirror, not the mirror itself") }
+        if Self.isWithin(directory, source) || Self.isWithin(source, directory) {
+            throw refuse("must not be inside the source or hold it (\(Self.display(source)))")
+        }
+        if Self.isWithin(directory, state) || Self.isWithin(state, directory) {
+            throw refuse("must not be inside the state directory or hold it (\(Self.display(state)))")
+        }
+        return VersionSettings(keepSeconds: keep, directory: RelativePath(bytes: Array(components.joined(separator: [0x2F]))))
     }
 
     /// True when `inner` is `outer` or below it (absolute paths).
