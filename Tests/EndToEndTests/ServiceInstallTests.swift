@@ -14,7 +14,7 @@ struct ServiceInstallTests {
         var environment = sandbox.environment
         environment["USER"] = "keepsync-test-user"
         return try ChildProcess.run(sandbox.binary, arguments: (["service", "install"] + sandbox.paths
-                                                                + ["--verify-interval", "600", "--exclude", "*.o"]).map(\.argumentBytes),
+                                                                + ["--verify-interval", "600", "--exclude", "*.o", "--keep-versions", "30d"]).map(\.argumentBytes),
                                     environment: environment, timeout: .seconds(30))
     }
 
@@ -32,6 +32,7 @@ struct ServiceInstallTests {
         // The options of run that it was given are in the configuration it wrote.
         let config = String(decoding: try FS.readFile(sandbox.home / ".config/keepsync/keepsync.conf"), as: UTF8.self)
         #expect(config.contains("verify_interval = 600\n") && config.contains("exclude = *.o\n"), "\(config)")
+        #expect(config.contains("keep_versions = 30d\n") && !config.contains("versions_dir"), "\(config)")
         let manual = String(decoding: try FS.readFile(sandbox.home / ".local/share/man/man1/keepsync.1"), as: UTF8.self)
         #expect(manual.hasPrefix(".TH KEEPSYNC 1"), "\(manual.prefix(200))")
         let completion = String(decoding: try FS.readFile(sandbox.home / ".local/share/bash-completion/completions/keepsync"),

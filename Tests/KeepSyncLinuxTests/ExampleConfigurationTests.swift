@@ -30,5 +30,11 @@ struct ExampleConfigurationTests {
         #expect(parsed.maxDeletePercent == defaults.maxDeletePercent)
         #expect(parsed.logLevel == defaults.logLevel)
         #expect(parsed.verifyIntervalSeconds == defaults.verifyIntervalSeconds)
+        #expect(parsed.keepVersionsSeconds == defaults.keepVersionsSeconds)
+        // A commented line shows versions_dir at its default, under the example's mirror.
+        let lines = String(decoding: text, as: UTF8.self).split(separator: "\n")
+        let mirror = String(decoding: try #require(parsed.mirror), as: UTF8.self)
+        #expect(parsed.versionsDirectory == nil)
+        #expect(lines.contains { $0 == "# versions_dir = \(mirror)/\(VersionSettings.defaultDirectoryName)" }, "no commented versions_dir")
     }
 }

@@ -110,6 +110,8 @@ public struct ServiceInstaller {
             if let v = invocation.maxDeletePercent { text += "max_delete_percent = \(v)\n" }
             if let v = invocation.logLevel { text += "log_level = \(v.name)\n" }
             if let v = invocation.verifyIntervalSeconds { text += "verify_interval = \(v)\n" }
+            if let v = invocation.keepVersionsSeconds { text += "keep_versions = \(ConfigFileParser.durationText(v))\n" }
+            if let dir = invocation.versionsDirectory { text += "versions_dir = \(HostPaths.display(HostPaths.resolve(dir)))\n" }
             try HostPaths.writeAtomically(configFile, Array(text.utf8))
             LogSink.writeOut("wrote \(HostPaths.display(configFile))\n")
         } else if HostPaths.stat(configFile) == nil {
