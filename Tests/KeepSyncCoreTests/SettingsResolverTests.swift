@@ -104,12 +104,23 @@ struct SettingsResolverTests {
         #expect(try resolver().settings(keeping("12h")).versions?.keepSeconds == 43_200)
     }
 
-    @Test("--versions-dir inside the mirror is kept relative to the mirror root", arguments: [
-        ("/backup/.old", ".old"), ("/backup/a/b/versions", "a/b/versions"), ("/backup/v/", "v"), ("/backup//x/./y", "x/y"),
+    @Test("--versions-dir directly inside the mirror is kept relative to the mirror root; it is excluded, and with versions off the default is", arguments: [
+        ("/backup/.old", ".old"), ("/backup/v/", "v"), ("/backup//./y", "y"),
     ])
     func versionsDirectoryInside(_ dir: String, _ relative: String) throws {
-        #expect(try resolver().settings(keeping("1w", dir: dir)).versions
-                == VersionSettings(keepSeconds: 604_800, directory: RelativePath(relative)))
+        let settings = try resolver().settings(keeping("1w", dir: dir))
+        #expect(settings.versions == VersionSettings(keepSeconds: 604_800, directory: RelativePath(relative)))
+        #expect(settings.versionsDirectory == RelativePath(relative))
+        #expect(settings.excludes.matches(RelativePath(relative), isDirectory: true))
+        #expect(!settings.excludes.matches(RelativePath("docs/\(relative)"), isDirectory: true), "anchored at the root")
+        let off = try resolver().settings(keeping("0"))
+        #expect(off.versions == nil && off.excludes.matches(RelativePath(".keepsync-versions"), isDirectory: true))
+    }
+
+    @Test("--versions-dir deeper in the mirror is refused: a directory removed above it would take the versions along")
+    func versionsDirectoryDeeper() {
+        #expect(message { try resolver().settings(keeping("1w", dir: "/backup/a/b/versions")) }
+                == "configuration: --versions-dir /backup/a/b/versions: must be directly inside the mirror (/backup/NAME)")
     }
 
     @Test("config keys keep_versions and versions_dir resolve the same way, and flags win")

@@ -177,6 +177,12 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         }
         consumer = Task { await SyncManager.feed(events, to: [manager]) }
         state = .syncing
+        settings.warnIfSourceHoldsVersions(trees.source, logger: logger)
+        // Versions past retention go in the background, at start and hourly.
+        let thinner = settings.versions.flatMap { versions in
+            VersionStore.of(trees.mirror).map { VersionThinner(store: $0.store, keep: versions.keepSeconds, now: $0.now, logger: logger) }
+        }
+        defer { thinner?.stop() }
         await manager.requestFullResync()
         await manager.run()
         // The current watcher: a reload may have replaced the one started here.

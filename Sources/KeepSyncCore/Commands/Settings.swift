@@ -19,6 +19,9 @@ public struct Settings: Sendable {
     public var configFile: [UInt8]?
     /// Versions (SPEC "Versions"): nil when off (`keep_versions` 0).
     public var versions: VersionSettings?
+    /// The versions directory keepsync leaves alone whether versions are on or off (its
+    /// own exclude, both sides): versions kept before stay until removed by hand.
+    public var versionsDirectory: RelativePath = VersionSettings.defaultDirectory
 
     /// Resolved settings.
     public init(configuration: Configuration, invocation: Invocation, source: [UInt8], mirror: [UInt8], state: [UInt8],

@@ -71,11 +71,24 @@ public struct SettingsResolver: Sendable {
         if Self.isWithin(state, source) || (remote == nil && Self.isWithin(state, mirror)) {
             throw KeepSyncError(.configuration, "--state \(Self.display(state)) must not be inside the source or the mirror")
         }
-        let excludes = try ExcludeMatcher(patterns: config.excludes)
+        let versions = try versions(config, source: source, mirror: mirror, state: state, remote: remote)
+        // The versions directory is never watched, compared, copied over or deleted, with
+        // versions on or off: an exclude of its own, on both sides. Off, a `versions_dir`
+        // given inside the mirror is that directory.
+        var reserved = versions?.directory ?? VersionSettings.defaultDirectory
+        if versions == nil, remote == nil, config.versionsDirectory != nil {
+            var off = config
+            off.keepVersionsSeconds = 1
+            if let directory = try? self.versions(off, source: source, mirror: mirror, state: state, remote: nil)?.directory {
+                reserved = directory
+            }
+        }
+        let excludes = try ExcludeMatcher(patterns: config.excludes + [ExcludeMatcher.literal(reserved)])
         var settings = Settings(configuration: config, invocation: invocation, source: source, mirror: mirror, state: state,
                                 excludes: excludes, configFile: configPath)
         settings.remote = remote
-        settings.versions = try versions(config, source: source, mirror: mirror, state: state, remote: remote)
+        settings.versions = versions
+        settings.versionsDirectory = reserved
         return settings
     }
 
@@ -100,6 +113,8 @@ public struct SettingsResolver: Sendable {
         let components = below.split(separator: 0x2F).filter { !$0.elementsEqual([0x2E]) }
         if components.contains(where: { $0.elementsEqual([0x2E, 0x2E]) }) { throw outside }
         if components.isEmpty { throw refuse("must be a directory inside the mirror, not the mirror itself") }
+        // Deeper, a source directory removed above it would take the versions with it.
+        if components.count > 1 { throw refuse("must be directly inside the mirror (\(Self.display(mirror))/NAME)") }
         if Self.isWithin(directory, source) || Self.isWithin(source, directory) {
             throw refuse("must not be inside the source or hold it (\(Self.display(source)))")
         }

@@ -38,6 +38,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
         guard let opened = try trees.source.stat(.root), opened.device == rootStat.device, opened.inode == rootStat.inode else {
             throw KeepSyncError(.unsafe, "source \(settings.sourceName) changed while it was being opened; nothing done")
         }
+        settings.warnIfSourceHoldsVersions(trees.source, logger: logger)
         let engine = SyncEngine(source: trees.source, mirror: trees.mirror, store: store, records: records,
                                 options: settings.options, logger: logger)
         engine.io = host.copies.io
@@ -72,6 +73,9 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
                 if failure.path == nil { failure.path = .root }
                 if !summary.errors.contains(failure) { summary.errors.append(failure) }
             }
+        }
+        if let versions = settings.versions, let kept = VersionStore.of(trees.mirror) {
+            kept.store.thin(now: kept.now(), keep: versions.keepSeconds, logger: logger)
         }
         let held = summary.heldDeletes
         logger.info(Self.describe(summary))

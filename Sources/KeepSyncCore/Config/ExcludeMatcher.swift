@@ -11,6 +11,17 @@ public struct ExcludeMatcher: Sendable, Equatable {
     public let patterns: [[UInt8]]
     private let compiled: [Pattern]
 
+    /// A pattern that matches `path` alone, anchored at the root: its glob bytes (`*`,
+    /// `?`, `[`, `\`) escaped.
+    public static func literal(_ path: RelativePath) -> [UInt8] {
+        var out: [UInt8] = [0x2F]
+        for b in path.bytes {
+            if b == 0x2A || b == 0x3F || b == 0x5B || b == 0x5C { out.append(0x5C) }
+            out.append(b)
+        }
+        return out
+    }
+
     /// A matcher that excludes nothing.
     public static let none = ExcludeMatcher(patterns: [], compiled: [])
 

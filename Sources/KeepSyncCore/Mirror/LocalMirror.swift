@@ -16,9 +16,14 @@ public struct LocalMirror: MirrorProviding {
 
     /// A mirror over `steps`; where `limits` say `syncfs` does not reach, over
     /// `EntrySyncedSteps` of them (copies of this mirror share it: make one, and hand it
-    /// to everyone who writes to this mirror).
-    public init(_ steps: any FileAccessorProviding, limits: MirrorLimits = .none, changedCopyRetries: Int = 5) {
-        self.steps = limits.syncfsReaches || steps is EntrySyncedSteps ? steps : EntrySyncedSteps(steps)
+    /// to everyone who writes to this mirror). With `versions`, what a replace or removal
+    /// would lose is kept in that directory, tagged with `now` (`VersionKeepingSteps`,
+    /// above the entry-synced steps: its links and moves are owed the same barriers).
+    public init(_ steps: any FileAccessorProviding, limits: MirrorLimits = .none, changedCopyRetries: Int = 5,
+                versions: (directory: RelativePath, now: @Sendable () -> Int64)? = nil) {
+        let synced = limits.syncfsReaches || steps is EntrySyncedSteps || steps is VersionKeepingSteps
+            ? steps : EntrySyncedSteps(steps)
+        self.steps = versions.map { VersionKeepingSteps(synced, directory: $0.directory, now: $0.now) } ?? synced
         self.limits = limits
         self.changedCopyRetries = changedCopyRetries
     }

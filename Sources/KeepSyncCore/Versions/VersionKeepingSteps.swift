@@ -14,7 +14,7 @@ public final class VersionKeepingSteps: FileAccessorProviding {
     /// The versions directory, relative to the mirror root.
     public let directory: RelativePath
     /// The time now, seconds since the epoch (UTC): the versions' tags.
-    private let now: @Sendable () -> Int64
+    public let now: @Sendable () -> Int64
 
     private struct State {
         /// False once a link was refused (`.unsupported`): replaced files are moved aside.

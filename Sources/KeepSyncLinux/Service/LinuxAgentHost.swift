@@ -1,3 +1,4 @@
+import Glibc
 import KeepSyncCore
 
 /// The agent's machine: the state directory's lock and journal, the source and mirror
@@ -58,7 +59,8 @@ public struct LinuxAgentHost: AgentHost {
         return (try PosixFileSystem(rootPath: settings.source),
          LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation,
                                             setsAccessTime: !limits.syncfsReaches), limits: limits,
-                    changedCopyRetries: live ? 0 : 5))
+                    changedCopyRetries: live ? 0 : 5,
+                    versions: settings.versions.map { ($0.directory, { Int64(Glibc.time(nil)) }) }))
     }
 
     /// An inotify watcher of the source.
