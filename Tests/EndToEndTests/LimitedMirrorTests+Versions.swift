@@ -39,3 +39,42 @@ extension LimitedMirrorTests {
         print("LimitedMirrorTests: \(kind): versions \(top.sorted()) and docs/\(docs)")
     }
 }
+
+extension LimitedMirrorTests {
+    @Test("a 16 MiB file system filled to its last 5 % beside the mirror: the next sync removes the oldest versions until it is out of it, with one warning, and keeps the mirror whole")
+    func versionsNeverTakeTheLastFivePercent() throws {
+        let sandbox = try Sandbox()
+        let disk = try LoopMount(.tmpfs, sizeMiB: 16)
+        defer { disk.destroy() }
+        let mirror = disk.path / "mirror"
+        let paths: [any CommandArgument] = ["--source", sandbox.source, "--mirror", mirror, "--state", sandbox.state,
+                                            "--keep-versions", "30d"]
+        for i in 0..<4 { try FS.writeFile(sandbox.source / "f\(i)", FS.pattern(count: 1 << 20, seed: UInt64(i))) }
+        #expect(try sandbox.keepsync(["sync"] + paths).status == 0)
+        for i in 0..<4 { try FS.overwrite(sandbox.source / "f\(i)", FS.pattern(count: 1 << 20, seed: UInt64(10 + i))) }
+        let second = try sandbox.keepsync(["sync"] + paths)
+        #expect(second.status == 0, "\(second)")
+        func versions() -> [[UInt8]] { (try? FS.list(mirror / ".keepsync-versions")) ?? [] }
+        #expect(versions().count == 4)
+
+        // Ballast beside the mirror until less than 5 % is free (400 KiB left).
+        var space = statvfs()
+        #expect(statvfs(String(decoding: disk.path, as: UTF8.self), &space) == 0)
+        let free = Int(space.f_bavail) * Int(space.f_frsize), total = Int(space.f_blocks) * Int(space.f_frsize)
+        try FS.writeFile(disk.path / "ballast", [UInt8](repeating: 7, count: free - (400 << 10)))
+        #expect(statvfs(String(decoding: disk.path, as: UTF8.self), &space) == 0)
+        let filled = Int(space.f_bavail) * Int(space.f_frsize)
+        #expect(filled < total / 20, "\(filled) of \(total) bytes free")
+
+        let third = try sandbox.keepsync(["sync"] + paths)
+        #expect(third.status == 0, "\(third)")
+        #expect(statvfs(String(decoding: disk.path, as: UTF8.self), &space) == 0)
+        let after = Int(space.f_bavail) * Int(space.f_frsize)
+        #expect(after >= total / 100 * 5, "\(after) of \(total) bytes free after the sync")
+        #expect(versions().count == 3, "the oldest one went: \(versions().map { String(decoding: $0, as: UTF8.self) })")
+        let warnings = third.stderrLines.filter { $0.contains("last 5 %") }
+        #expect(warnings.count == 1, "\(third)")
+        for i in 0..<4 { #expect(try FS.readFile(mirror / "f\(i)") == FS.pattern(count: 1 << 20, seed: UInt64(10 + i))) }
+        print("LimitedMirrorTests: 16 MiB tmpfs: \(filled) bytes free with the ballast, \(after) after the sync; versions 4 -> \(versions().count)")
+    }
+}

@@ -64,6 +64,34 @@ struct VersionKeepingStepsCoreTests {
         #expect(mirror.node(report)?.content == Self.b("v3"), "the mirror's own files untouched")
     }
 
+    @Test("in the file system's last 5 %, the oldest versions go, across files, until it is out of it; young ones too")
+    func floorRemovesOldestFirst() throws {
+        let mirror = InMemoryTree(device: 2), source = InMemoryTree()
+        let clock = Clock(1_796_607_000)
+        // 100 bytes in all; each version takes 1 of the 10 free.
+        let used = Clock(94)
+        let keeper = VersionKeepingSteps(mirror, directory: RelativePath(".keepsync-versions"), now: { clock.now })
+        for name in ["a", "b"] { mirror.writeFile(RelativePath(name), Self.b("0")) }
+        for i in 1...3 {
+            for name in ["a", "b"] {
+                source.writeFile(RelativePath(name), Self.b("\(i)"))
+                _ = try keeper.install(RelativePath(name), from: try source.open(RelativePath(name)))
+            }
+            clock.now += 60
+        }
+        let store = VersionStore(steps: keeper, directory: keeper.directory, space: {
+            (free: UInt64(100 - used.now - Int64(mirror.nodes.keys.filter { $0.isWithin(RelativePath(".keepsync-versions")) && mirror.node($0)?.kind == .regular }.count)), total: 100)
+        })
+        // 6 versions: 100 - 94 - 6 = 0 free, under the floor of 5: the oldest go until one
+        // is left (5 free), one of the last minute.
+        let thinned = try store.thin(now: clock.now, keep: 86_400)
+        #expect(thinned.floored == 5, "\(thinned.removed.map(\.path))")
+        #expect(thinned.removed.allSatisfy { $0.seconds <= 1_796_607_000 + 120 })
+        #expect(try store.list().count == 1 && (try store.list().first?.seconds) == 1_796_607_000 + 120)
+        // Out of the floor, nothing more goes.
+        #expect(try store.thin(now: clock.now, keep: 86_400).removed.isEmpty)
+    }
+
     /// A settable clock for tags.
     final class Clock: @unchecked Sendable {
         var now: Int64

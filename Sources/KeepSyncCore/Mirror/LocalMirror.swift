@@ -20,10 +20,11 @@ public struct LocalMirror: MirrorProviding {
     /// would lose is kept in that directory, tagged with `now` (`VersionKeepingSteps`,
     /// above the entry-synced steps: its links and moves are owed the same barriers).
     public init(_ steps: any FileAccessorProviding, limits: MirrorLimits = .none, changedCopyRetries: Int = 5,
-                versions: (directory: RelativePath, now: @Sendable () -> Int64)? = nil) {
+                versions: (directory: RelativePath, now: @Sendable () -> Int64,
+                           space: (@Sendable () -> (free: UInt64, total: UInt64)?)?)? = nil) {
         let synced = limits.syncfsReaches || steps is EntrySyncedSteps || steps is VersionKeepingSteps
             ? steps : EntrySyncedSteps(steps)
-        self.steps = versions.map { VersionKeepingSteps(synced, directory: $0.directory, now: $0.now) } ?? synced
+        self.steps = versions.map { VersionKeepingSteps(synced, directory: $0.directory, now: $0.now, space: $0.space) } ?? synced
         self.limits = limits
         self.changedCopyRetries = changedCopyRetries
     }

@@ -15,6 +15,8 @@ public final class VersionKeepingSteps: FileAccessorProviding {
     public let directory: RelativePath
     /// The time now, seconds since the epoch (UTC): the versions' tags.
     public let now: @Sendable () -> Int64
+    /// The mirror's file system's free and total bytes (`VersionStore.space`).
+    public let space: (@Sendable () -> (free: UInt64, total: UInt64)?)?
 
     private struct State {
         /// False once a link was refused (`.unsupported`): replaced files are moved aside.
@@ -27,11 +29,13 @@ public final class VersionKeepingSteps: FileAccessorProviding {
     private let naming = Mutex<Void>(())
 
     /// Versions kept under `directory`, tagged with `now`.
-    public init(_ base: any FileAccessorProviding, directory: RelativePath, now: @escaping @Sendable () -> Int64) {
+    public init(_ base: any FileAccessorProviding, directory: RelativePath, now: @escaping @Sendable () -> Int64,
+                space: (@Sendable () -> (free: UInt64, total: UInt64)?)? = nil) {
         precondition(!directory.isRoot, "the versions directory is below the mirror root")
         self.base = base
         self.directory = directory
         self.now = now
+        self.space = space
     }
 
     /// Versions kept by a second name, and by a move (removals, and replaces where links fail).

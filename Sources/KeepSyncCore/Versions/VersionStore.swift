@@ -20,11 +20,19 @@ public struct VersionStore: Sendable {
     public let steps: any FileAccessorProviding
     /// The versions directory, relative to the mirror root.
     public let directory: RelativePath
+    /// The mirror's file system now: bytes free to an unprivileged writer and in all; nil
+    /// when unknown (then no floor holds).
+    public let space: (@Sendable () -> (free: UInt64, total: UInt64)?)?
+
+    /// The share of the mirror's file system versions never take (SPEC: the last 5 %).
+    public static let floorPercent: UInt64 = 5
 
     /// A store at `directory` of the mirror under `steps`.
-    public init(steps: any FileAccessorProviding, directory: RelativePath) {
+    public init(steps: any FileAccessorProviding, directory: RelativePath,
+                space: (@Sendable () -> (free: UInt64, total: UInt64)?)? = nil) {
         self.steps = steps
         self.directory = directory
+        self.space = space
     }
 
     /// Every version, in no order. A directory whose name carries a tag is a deleted
@@ -49,20 +57,43 @@ public struct VersionStore: Sendable {
         return out
     }
 
+    /// Whether the file system is in its last `floorPercent`.
+    func belowFloor() -> Bool {
+        guard let now = space?(), now.total > 0 else { return false }
+        return now.free < now.total / 100 * Self.floorPercent
+    }
+
     /// Removes what retention says goes (`VersionRetention`) at `now`, versions kept
-    /// `keep` seconds: the removed versions, and the failures (each named).
-    public func thin(now: Int64, keep: Int64) throws -> (removed: [StoredVersion], failed: [(StoredVersion, any Error)]) {
+    /// `keep` seconds; then, while the mirror's file system is in its last 5 %, the
+    /// oldest left (`floored`). The removed versions, and the failures (each named).
+    public func thin(now: Int64, keep: Int64) throws
+        -> (removed: [StoredVersion], failed: [(StoredVersion, any Error)], floored: Int) {
         var removed: [StoredVersion] = [], failed: [(StoredVersion, any Error)] = []
+        var left: [StoredVersion] = []
         for (_, group) in Dictionary(grouping: try list(), by: \.original) {
             let ordered = group.sorted { ($0.seconds, $0.sequence) < ($1.seconds, $1.sequence) }
             // Two in one second: the later (higher sequence) counts as newer.
-            for i in VersionRetention.expired(ordered.map(\.seconds), now: now, keep: keep).sorted() {
+            let expired = VersionRetention.expired(ordered.map(\.seconds), now: now, keep: keep)
+            for (i, version) in ordered.enumerated() {
+                guard expired.contains(i) else {
+                    left.append(version)
+                    continue
+                }
                 do {
-                    try steps.remove(ordered[i].path)
-                    removed.append(ordered[i])
-                } catch { failed.append((ordered[i], error)) }
+                    try steps.remove(version.path)
+                    removed.append(version)
+                } catch { failed.append((version, error)) }
             }
         }
-        return (removed, failed)
+        var floored = 0
+        for version in left.sorted(by: { ($0.seconds, $0.sequence) < ($1.seconds, $1.sequence) }) {
+            guard belowFloor() else { break }
+            do {
+                try steps.remove(version.path)
+                removed.append(version)
+                floored += 1
+            } catch { failed.append((version, error)) }
+        }
+        return (removed, failed, floored)
     }
 }

@@ -5,7 +5,7 @@ extension VersionStore {
     /// `VersionKeepingSteps`).
     public static func of(_ mirror: any MirrorProviding) -> (store: VersionStore, now: @Sendable () -> Int64)? {
         guard let local = mirror as? LocalMirror, let keeper = local.steps as? VersionKeepingSteps else { return nil }
-        return (VersionStore(steps: keeper, directory: keeper.directory), keeper.now)
+        return (VersionStore(steps: keeper, directory: keeper.directory, space: keeper.space), keeper.now)
     }
 
     /// `thin`, saying in the log what went (info) and what could not (a warning each, at
@@ -13,8 +13,11 @@ extension VersionStore {
     @discardableResult
     public func thin(now: Int64, keep: Int64, logger: Logger) -> Int {
         do {
-            let (removed, failed) = try thin(now: now, keep: keep)
-            if !removed.isEmpty { logger.info("versions: \(removed.count) past retention removed") }
+            let (removed, failed, floored) = try thin(now: now, keep: keep)
+            if removed.count > floored { logger.info("versions: \(removed.count - floored) past retention removed") }
+            if floored > 0 {
+                logger.warning("versions: the mirror's file system is in its last \(Self.floorPercent) %: \(floored) oldest versions removed")
+            }
             for (version, error) in failed.prefix(5) {
                 logger.warning("versions: cannot remove \(version.path.escaped): \(error)")
             }

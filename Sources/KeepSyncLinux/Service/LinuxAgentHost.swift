@@ -60,7 +60,19 @@ public struct LinuxAgentHost: AgentHost {
          LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation,
                                             setsAccessTime: !limits.syncfsReaches), limits: limits,
                     changedCopyRetries: live ? 0 : 5,
-                    versions: settings.versions.map { ($0.directory, { Int64(Glibc.time(nil)) }) }))
+                    versions: settings.versions.map { [mirror = settings.mirror] versions in
+                        (versions.directory, { Int64(Glibc.time(nil)) }, { Self.space(mirror) })
+                    }))
+    }
+
+    /// The file system holding `path`: bytes free to an unprivileged writer, and in all.
+    static func space(_ path: [UInt8]) -> (free: UInt64, total: UInt64)? {
+        var s = statvfs()
+        let rc = path.withUnsafeBufferPointer { p in
+            (Array(p) + [0]).withUnsafeBufferPointer { c in c.baseAddress!.withMemoryRebound(to: CChar.self, capacity: c.count) { statvfs($0, &s) } }
+        }
+        guard rc == 0 else { return nil }
+        return (UInt64(s.f_bavail) * UInt64(s.f_frsize), UInt64(s.f_blocks) * UInt64(s.f_frsize))
     }
 
     /// An inotify watcher of the source.
