@@ -82,6 +82,7 @@ long ks_utime_omit(void) { return UTIME_OMIT; }
 int ks_at_symlink_nofollow(void) { return AT_SYMLINK_NOFOLLOW; }
 int ks_at_removedir(void) { return AT_REMOVEDIR; }
 unsigned int ks_rename_exchange(void) { return RENAME_EXCHANGE; }
+unsigned int ks_rename_noreplace(void) { return RENAME_NOREPLACE; }
 int ks_lock_ex_nb(void) { return LOCK_EX | LOCK_NB; }
 
 int ks_mallopt_arena_max(int n) { return mallopt(M_ARENA_MAX, n); }

@@ -37,6 +37,10 @@ struct CommandRunner: Sendable {
                 return try check(try settings(invocation))
             case .status:
                 return try status(invocation)
+            case .versions:
+                return try versions(try settings(invocation))
+            case .restore:
+                return try restore(try settings(invocation))
             case .run:
                 return try runAgent(try settings(invocation), style: style)
             case .serviceInstall:

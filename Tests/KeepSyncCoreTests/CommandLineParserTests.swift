@@ -37,6 +37,23 @@ struct CommandLineParserTests {
         Case(["--version", "--help"], Invocation(command: .help)),
     ]
 
+    @Test("versions takes one PATH or none, restore one, with --at (a split 'ago' too), --to and --force")
+    func versionsAndRestore() throws {
+        #expect(try Self.parse(["versions"]) == Invocation(command: .versions))
+        var listed = Invocation(command: .versions, json: true)
+        listed.path = Self.b("docs")
+        #expect(try Self.parse(["versions", "docs", "--json"]) == listed)
+        var restore = Invocation(command: .restore)
+        restore.path = Self.b("docs/a b.txt")
+        restore.at = .ago(7200)
+        restore.restoreInto = Self.b("/tmp/out")
+        restore.force = true
+        #expect(try Self.parse(["restore", "docs/a b.txt", "--at", "2h", "ago", "--to", "/tmp/out", "--force"]) == restore)
+        #expect(try Self.parse(["--force", "restore", "--at=2h ago", "--to=/tmp/out", "docs/a b.txt"]) == restore)
+        let error = #expect(throws: KeepSyncError.self) { try Self.parse(["restore", "x", "--at", "soon"]) }
+        #expect(error.map(ExitCode.init(failure:)) == .usage)
+    }
+
     @Test("each command word, --help and --version", arguments: commands)
     func commandWords(_ row: Case) throws {
         #expect(try Self.parse(row.arguments) == row.expected)
@@ -205,8 +222,20 @@ struct CommandLineParserTests {
         (["service", "start"], "service: expected 'install' or 'uninstall', got 'start'"),
         (["run", "extra"], "unexpected argument 'extra'"),
         (["service", "install", "extra"], "unexpected argument 'extra'"),
-        (["run", "--json"], "--json is only valid with 'status'"),
-        (["sync", "--json"], "--json is only valid with 'status'"),
+        (["run", "--json"], "--json is only valid with 'status' and 'versions'"),
+        (["sync", "--json"], "--json is only valid with 'status' and 'versions'"),
+        (["restore"], "restore: expected the PATH to restore"),
+        (["restore", "a", "b"], "unexpected argument 'b'"),
+        (["versions", "a", "b"], "unexpected argument 'b'"),
+        (["restore", "a", "--json"], "--json is only valid with 'status' and 'versions'"),
+        (["versions", "--at", "2h ago"], "--at is only valid with 'restore'"),
+        (["sync", "--force"], "--force is only valid with 'restore'"),
+        (["versions", "--to", "/tmp"], "--to is only valid with 'restore'"),
+        (["restore", "a", "--at"], "--at requires a value"),
+        (["restore", "a", "--at", "yesterday"], "--at: \(VersionTime.expectation), got 'yesterday'"),
+        (["restore", "a", "--at=2026-02-30 10:00"], "--at: \(VersionTime.expectation), got '2026-02-30 10:00'"),
+        (["restore", "a", "--at", "2h"], "--at: \(VersionTime.expectation), got '2h'"),
+        (["restore", "a", "--force=yes"], "--force takes no value"),
         (["run", "--content"], "--content is only valid with 'check' or 'sync'"),
         (["status", "--content"], "--content is only valid with 'check' or 'sync'"),
         (["run", "--name", "x"], "--name is only valid with 'service'"),
@@ -236,7 +265,8 @@ struct CommandLineParserTests {
         let usage = CommandLineParser.usage
         for heading in ["USAGE:", "COMMANDS:", "OPTIONS:"] { #expect(usage.contains(heading)) }
         let words = [
-            "run", "sync", "check", "status", "service install", "service uninstall",
+            "run", "sync", "check", "status", "versions [PATH]", "restore PATH", "service install", "service uninstall",
+            "--at <time>", "--to <dir>", "--force",
             "--config <file>", "--source <dir>", "--mirror <dir>", "--state <dir>", "--exclude <glob>",
             "--settle <ms>", "--max-delay <ms>", "--no-delete", "--max-delete <pct>", "--allow-mass-delete",
             "--accept-new-source", "--content", "--keep-versions <duration>", "--versions-dir <dir>", "--verify-interval <sec>", "--log-level <level>", "-v ", "--foreground", "--json",

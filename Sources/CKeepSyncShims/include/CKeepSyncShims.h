@@ -54,6 +54,7 @@ long ks_utime_omit(void);
 int ks_at_symlink_nofollow(void);
 int ks_at_removedir(void);
 unsigned int ks_rename_exchange(void);
+unsigned int ks_rename_noreplace(void);
 int ks_lock_ex_nb(void);
 
 #endif

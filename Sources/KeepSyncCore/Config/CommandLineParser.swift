@@ -4,7 +4,8 @@
 /// in the first form a following argument that starts with `--` is not taken as the value
 /// (write `--exclude=--x` for that). A repeated option keeps its last value, except
 /// `--exclude`, which accumulates. `-h`/`--help` anywhere wins, then `--version`.
-/// `--json`, `--content`, `--name` and `--enable` are refused outside their commands.
+/// `--json`, `--content`, `--name`, `--enable`, `--at`, `--to` and `--force` are refused
+/// outside their commands. `versions` takes one PATH or none, `restore` one.
 public enum CommandLineParser {
     /// The help text, printed by `--help` (made from `OptionTable`).
     public static var usage: String { HelpText.usage }
@@ -43,6 +44,12 @@ public enum CommandLineParser {
                         i += 1
                     }
                     if value.isEmpty { throw usageError("\(flag) requires a value") }
+                    // `--at 2h ago` unquoted: `ago` after a duration belongs to the value.
+                    if option == .at, inline == nil, i < arguments.count, arguments[i] == Array("ago".utf8),
+                       case .success = ConfigFileParser.duration(value) {
+                        value += Array(" ago".utf8)
+                        i += 1
+                    }
                 } else if inline != nil {
                     throw usageError("\(flag) takes no value")
                 }
@@ -57,7 +64,7 @@ public enum CommandLineParser {
             }
         }
 
-        invocation.command = try command(from: positionals)
+        (invocation.command, invocation.path) = try command(from: positionals)
         try checkScope(invocation)
         return invocation
     }
@@ -107,6 +114,9 @@ public enum CommandLineParser {
         case logLevel = "--log-level"
         case foreground = "--foreground"
         case json = "--json"
+        case at = "--at"
+        case to = "--to"
+        case force = "--force"
         case name = "--name"
         case enable = "--enable"
         case man = "--man"
@@ -163,6 +173,13 @@ public enum CommandLineParser {
         case .content: inv.content = true
         case .foreground: inv.foreground = true
         case .json: inv.json = true
+        case .at:
+            guard let time = VersionTime(parsing: value) else {
+                throw usageError("\(flag): \(VersionTime.expectation), got '\(ByteEscaping.escapeControls(value))'")
+            }
+            inv.at = time
+        case .to: inv.restoreInto = value
+        case .force: inv.force = true
         case .enable: inv.enable = true
         case .man: inv.manual = true
         case .completion:
@@ -191,17 +208,29 @@ public enum CommandLineParser {
             || b == 0x2D || b == 0x5F || b == 0x2E || b == 0x3A
     }
 
-    private static func command(from positionals: [[UInt8]]) throws -> Invocation.Command {
+    private static func command(from positionals: [[UInt8]]) throws -> (Invocation.Command, [UInt8]?) {
         guard let first = positionals.first else { throw usageError("missing command") }
         let word = String(decoding: first, as: UTF8.self)
         var used = 1
         let command: Invocation.Command
+        var path: [UInt8]?
         switch word {
         case "run": command = .run
         case "sync": command = .sync
         case "check": command = .check
         case "status": command = .status
         case "help": command = .help
+        case "versions":
+            command = .versions
+            if positionals.count > 1 {
+                path = positionals[1]
+                used = 2
+            }
+        case "restore":
+            guard positionals.count > 1 else { throw usageError("restore: expected the PATH to restore") }
+            command = .restore
+            path = positionals[1]
+            used = 2
         case "service":
             guard positionals.count > 1 else { throw usageError("service: expected 'install' or 'uninstall'") }
             switch String(decoding: positionals[1], as: UTF8.self) {
@@ -218,7 +247,7 @@ public enum CommandLineParser {
         if positionals.count > used {
             throw usageError("unexpected argument '\(ByteEscaping.escapeControls(positionals[used]))'")
         }
-        return command
+        return (command, path)
     }
 
     /// Refuses options given to a command they do not apply to.
@@ -229,7 +258,13 @@ public enum CommandLineParser {
         }
         if inv.manual { throw usageError("--man is only valid with 'help'") }
         if inv.completionShell != nil { throw usageError("--completion is only valid with 'help'") }
-        if inv.json, inv.command != .status { throw usageError("--json is only valid with 'status'") }
+        if inv.json, inv.command != .status, inv.command != .versions {
+            throw usageError("--json is only valid with 'status' and 'versions'")
+        }
+        for (given, flag) in [(inv.at != nil, "--at"), (inv.restoreInto != nil, "--to"), (inv.force, "--force")]
+            where given && inv.command != .restore {
+            throw usageError("\(flag) is only valid with 'restore'")
+        }
         if inv.content, inv.command != .check, inv.command != .sync {
             throw usageError("--content is only valid with 'check' or 'sync'")
         }

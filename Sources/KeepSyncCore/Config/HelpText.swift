@@ -84,7 +84,8 @@ public enum HelpText {
             success
             .TP
             .B 1
-            sync: items failed; check: differences found; status: no status file
+            sync: items failed; check: differences found; status: no status file;
+            restore: no such version, or something in the way (see \\-\\-force)
             .TP
             .B 2
             usage or configuration error

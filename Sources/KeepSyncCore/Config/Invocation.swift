@@ -10,6 +10,10 @@ public struct Invocation: Sendable, Equatable {
         case check
         /// Print what the agent knows.
         case status
+        /// List the kept versions (`versions [PATH]`).
+        case versions
+        /// Bring a kept version back (`restore PATH`).
+        case restore
         /// Write a systemd user unit.
         case serviceInstall
         /// Remove the systemd user unit.
@@ -62,8 +66,16 @@ public struct Invocation: Sendable, Equatable {
     public var logLevel: LogLevel?
     /// `--foreground`; nil means decide by whether stderr is a terminal.
     public var foreground: Bool?
-    /// `--json` (`status`).
+    /// `--json` (`status`, `versions`).
     public var json: Bool
+    /// `versions [PATH]`, `restore PATH`: the path, as given.
+    public var path: [UInt8]?
+    /// `--at TIME` (`restore`).
+    public var at: VersionTime?
+    /// `--to DIR` (`restore`), as given.
+    public var restoreInto: [UInt8]?
+    /// `--force` (`restore`).
+    public var force = false
     /// `--name NAME` (`service`).
     public var name: String?
     /// `--enable` (`service install`).

@@ -1,0 +1,64 @@
+import KeepSyncCore
+import KeepSyncLinux
+
+extension CommandRunner {
+    // MARK: versions, restore
+
+    /// The mirror's versions directory, read through the mirror's own steps; versions on or
+    /// off (what was kept stays until removed by hand). Remote mirrors keep none: exit 2.
+    func versionStore(_ settings: Settings, command: String) throws -> VersionStore {
+        if settings.remote != nil { throw KeepSyncError(.configuration, "\(command): remote mirrors keep no versions yet") }
+        guard HostPaths.stat(settings.mirror)?.kind == .directory else {
+            throw KeepSyncError(.io, "\(command): mirror \(HostPaths.display(settings.mirror)) does not exist or is not a directory")
+        }
+        return VersionStore(steps: try AtomicFileAccessor(rootPath: settings.mirror), directory: settings.versionsDirectory)
+    }
+
+    /// PATH below the source root: as given, or absolute inside the source.
+    func sourcePath(_ argument: [UInt8], _ settings: Settings) throws -> RelativePath {
+        try VersionsCommand.sourcePath(argument, source: settings.source,
+                                       absolute: [HostPaths.absolute(argument), HostPaths.resolve(argument)])
+    }
+
+    /// `versions [PATH] [--json]`.
+    func versions(_ settings: Settings) throws -> ExitCode {
+        let store = try versionStore(settings, command: "versions")
+        let path = try sourcePath(settings.invocation.path ?? [], settings)
+        return try VersionsCommand(store: store, zone: HostTime.zone)
+            .list(under: path, json: settings.invocation.json, output: LogSink.writeOut)
+    }
+
+    /// `restore PATH [--at TIME] [--to DIR] [--force]`.
+    func restore(_ settings: Settings) throws -> ExitCode {
+        let invocation = settings.invocation
+        let store = try versionStore(settings, command: "restore")
+        let path = try sourcePath(invocation.path ?? [], settings)
+        guard !path.isRoot else {
+            throw KeepSyncError(.configuration, "restore: name a path below the source root, not the root itself")
+        }
+        let root: [UInt8], target: RelativePath
+        if let into = invocation.restoreInto {
+            let directory = HostPaths.resolve(ConfigFileParser.expandingHome(into, home: home))
+            let shown = ByteEscaping.escape(directory)
+            guard HostPaths.stat(directory)?.kind == .directory else {
+                throw KeepSyncError(.configuration, "--to \(shown): not a directory")
+            }
+            if SettingsResolver.isWithin(directory, settings.mirror) {
+                throw KeepSyncError(.configuration, "--to \(shown): must not be inside the mirror")
+            }
+            (root, target) = (directory, RelativePath(bytes: path.name))
+        } else {
+            guard HostPaths.stat(settings.source)?.kind == .directory else {
+                throw KeepSyncError(.configuration, "source \(HostPaths.display(settings.source)) does not exist or is not a directory")
+            }
+            (root, target) = (settings.source, path)
+        }
+        let restore = VersionRestore(mirror: store.steps, target: try AtomicFileAccessor(rootPath: root),
+                                     directoryMode: 0o777 & ~HostTime.umask())
+        let at = invocation.at.map { $0.resolved(now: HostTime.now(), zone: HostTime.zone) }
+        let destination = invocation.restoreInto == nil ? nil : ByteEscaping.escape(root + [0x2F] + target.bytes)
+        return try VersionsCommand(store: store, zone: HostTime.zone)
+            .restore(path, at: at, with: restore, as: target, force: invocation.force, destination: destination,
+                     output: LogSink.writeOut)
+    }
+}
