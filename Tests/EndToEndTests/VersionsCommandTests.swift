@@ -5,7 +5,7 @@ import KeepSyncTestSupport
 import Testing
 
 /// `keepsync versions` and `keepsync restore` as a user runs them (issue 40), over versions
-/// made by `sync --keep-versions`.
+/// made by `sync --keep-versions`, and status.json's `"versions"`.
 @Suite("Versions and restore commands, end to end", .serialized, .offThePool)
 struct VersionsCommandTests {
     static func b(_ s: String) -> [UInt8] { Array(s.utf8) }
@@ -126,6 +126,32 @@ struct VersionsCommandTests {
         #expect(noneJSON.status == 0 && noneJSON.stdoutText == "[]\n", "\(noneJSON)")
         let outside = try Self.run(sandbox, "versions", ["/etc"])
         #expect(outside.status == 2 && outside.errorLines.first?.contains("/etc is not inside the source") == true, "\(outside)")
+    }
+
+    @Test("status.json counts the versions after sync (count, bytes, oldest) and status shows them; run counts them at start")
+    func statusCountsVersions() async throws {
+        let sandbox = try Sandbox()
+        _ = try await Self.makeVersions(sandbox)
+        let oldest = try #require((Self.tags(sandbox).values.filter { $0 > 0 } + Self.tags(sandbox, "docs").values).min())
+        let status = try #require(RunCommandTests.status(sandbox)?["versions"] as? [String: Any], "\(RunCommandTests.statusText(sandbox))")
+        #expect(status["count"] as? Int == 2 && status["bytes"] as? Int == 3 + 5, "\(status)")
+        #expect(status["oldest"] as? String == VersionTime.iso(oldest), "\(status)")
+        let human = try sandbox.status()
+        #expect(human.stdoutLines.contains("  versions        2 (8 B), oldest \(VersionTime.iso(oldest))"), "\(human)")
+
+        // Versions off: no "versions" in status.json.
+        let off = try sandbox.sync()
+        #expect(off.status == 0 && RunCommandTests.status(sandbox)?["versions"] == nil, "\(RunCommandTests.statusText(sandbox))")
+
+        let agent = try await RunCommandTests.start(sandbox, Self.keep)
+        defer { agent.killNow() }
+        let counted = await eventually(timeout: .seconds(30)) {
+            (RunCommandTests.status(sandbox)?["versions"] as? [String: Any])?["count"] as? Int == 2
+        }
+        #expect(counted, "\(RunCommandTests.statusText(sandbox))")
+        try await RunCommandTests.stop(agent, sandbox)
+        #expect((RunCommandTests.status(sandbox)?["versions"] as? [String: Any])?["count"] as? Int == 2,
+                "the stopped agent's status keeps the count: \(RunCommandTests.statusText(sandbox))")
     }
 
     @Test("restore brings the newest version back into the source with its bytes, mode and mtime; what is there is kept without --force and replaced with it")

@@ -36,6 +36,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     /// The full passes whose memory was given back (`AgentHost.releaseMemory`).
     var releasedAfterPasses = 0
     var rootProblem: String?
+    /// Counts the mirror's versions for status.json (versions on).
+    var versionCounter: VersionCounter?
     /// The source root's recorded identity.
     var rootIdentity: FileIdentity?
     /// What the watchdog listens to (see `Watchdog`).
@@ -183,6 +185,12 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             VersionStore.of(trees.mirror).map { VersionThinner(store: $0.store, keep: versions.keepSeconds, now: $0.now, logger: logger) }
         }
         defer { thinner?.stop() }
+        // status.json's "versions", counted once a minute; the last count outlives the generation.
+        if settings.versions != nil, let kept = VersionStore.of(trees.mirror) {
+            versionCounter = VersionCounter(store: kept.store)
+        }
+        let counter = versionCounter
+        defer { counter?.stop() }
         await manager.requestFullResync()
         await manager.run()
         // The current watcher: a reload may have replaced the one started here.
@@ -409,6 +417,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         withLimits.skipped = (snapshot?.skipped ?? []).map(\.escaped)
         withLimits.unwatchedDirectories = unwatched.count
         withLimits.pollSeconds = unwatched.period.map(ByteSize.seconds)
+        withLimits.versions = versionCounter?.summary
         if let remote = settings.remote {
             withLimits.remote = remote.host
             withLimits.lagSeconds = (snapshot?.lag).map { (ByteSize.seconds($0) * 10).rounded() / 10 } ?? 0

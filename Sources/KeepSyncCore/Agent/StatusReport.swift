@@ -32,6 +32,8 @@ public struct StatusReport: Equatable, Sendable {
     public var remote: String?
     /// For a remote mirror: the age of the oldest change not yet on the remote, seconds.
     public var lagSeconds: Double = 0
+    /// The versions the mirror keeps (nil: versions off, or not counted yet).
+    public var versions: VersionSummary?
     /// How many paths `skipped` lists at most.
     public static let skippedShown = 20
 
@@ -57,7 +59,7 @@ public struct StatusReport: Equatable, Sendable {
             && a.heldDeletes == b.heldDeletes && a.errors.map(\.path) == b.errors.map(\.path)
             && a.errors.map(\.message) == b.errors.map(\.message) && a.mirrorLimits == b.mirrorLimits
             && a.skipped == b.skipped && a.unwatchedDirectories == b.unwatchedDirectories && a.pollSeconds == b.pollSeconds
-            && a.remote == b.remote && a.lagSeconds == b.lagSeconds
+            && a.remote == b.remote && a.lagSeconds == b.lagSeconds && a.versions == b.versions
     }
 
     /// The JSON text (one object, keys in SPEC order, newline-terminated).
@@ -77,6 +79,7 @@ public struct StatusReport: Equatable, Sendable {
         if let remote {
             s += ", \"remote\": \(Self.quote(remote)), \"lagSeconds\": \(lagSeconds)"
         }
+        if let versions { s += ", \"versions\": " + versions.json }
         s += "}\n"
         return s
     }

@@ -74,13 +74,18 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
                 if !summary.errors.contains(failure) { summary.errors.append(failure) }
             }
         }
+        // status.json's "versions": listed once, after the thinning.
+        var versionSummary: VersionSummary?
         if let versions = settings.versions, let kept = VersionStore.of(trees.mirror) {
             kept.store.thin(now: kept.now(), keep: versions.keepSeconds, logger: logger)
+            do { versionSummary = try kept.store.summary() } catch {
+                logger.warning("versions: cannot read \(kept.store.directory.escaped): \(error)")
+            }
         }
         let held = summary.heldDeletes
         logger.info(Self.describe(summary))
         writeStatus(state: .stopped, records: engine.records, summary: summary, extraErrors: [],
-                    kept: (scan.keptFiles, scan.keptBytes), skipped: engine.skipped.keys.sorted())
+                    kept: (scan.keptFiles, scan.keptBytes), skipped: engine.skipped.keys.sorted(), versions: versionSummary)
         if !summary.errors.isEmpty {
             logger.error("\(summary.errors.count) item\(summary.errors.count == 1 ? "" : "s") failed")
         }
@@ -108,7 +113,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
 
     func writeStatus(state: AgentState, records: RecordSet, summary: SyncSummary?,
                      extraErrors: [(path: String, message: String)], kept: (files: Int, bytes: UInt64) = (0, 0),
-                     skipped: [RelativePath] = []) {
+                     skipped: [RelativePath] = [], versions: VersionSummary? = nil) {
         var report = StatusReport(
             state: state.name, pid: host.processID, source: settings.sourceName, mirror: settings.mirrorName,
             files: records.table.regularFiles + kept.files, bytes: records.table.regularBytes + kept.bytes, pending: 0,
@@ -116,6 +121,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
             errors: extraErrors + (summary?.errors ?? []).map { (path: ($0.path ?? .root).escaped, message: $0.message) })
         report.mirrorLimits = records.mirror?.limits
         report.skipped = skipped.map(\.escaped)
+        report.versions = versions
         // What a pass could not send waits for the next one: no lag is counted between runs.
         report.remote = settings.remote?.host
         statusWriter.write(report, waits: true)

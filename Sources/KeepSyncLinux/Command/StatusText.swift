@@ -33,6 +33,11 @@ public enum StatusText {
             out += "  skipped         \(Int(count)) (what the mirror cannot hold)\n"
             for p in paths { out += "    \(p)\n" }
         }
+        if case .object(let versions)? = object["versions"], let count = versions["count"]?.number {
+            let bytes = UInt64(max(0, versions["bytes"]?.number ?? 0))
+            let oldest = versions["oldest"]?.string.map { ", oldest \($0)" } ?? ""
+            out += "  versions        \(Int(count)) (\(ByteSize.human(bytes)))\(oldest)\n"
+        }
         var errors: [[String: JSONValue]] = []
         if case .array(let list)? = object["errors"] {
             for case .object(let e) in list { errors.append(e) }
