@@ -43,6 +43,7 @@ enum BenchMain {
         phase("burst") { try bench.burstMeasures() }
         phase("watch") { try bench.watchMeasures() }
         phase("remote") { try bench.remoteMeasures() }
+        phase("versions") { try bench.versionMeasures() }
         phase("scale") { try bench.scaleMeasures() }
 
         FileHandleOut.line("")

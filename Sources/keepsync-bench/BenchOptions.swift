@@ -49,7 +49,7 @@ struct BenchOptions {
 
     static let usage = """
         usage: keepsync-bench [--quick] [--reps N] [--files N] [--work DIR] [--keepsync PATH]
-                              [--seed N] [--only copy,small,latency,burst,watch,remote] [--keep]
+                              [--seed N] [--only copy,small,latency,burst,watch,remote,versions] [--keep]
                               [--remote-bashrc]
                keepsync-bench --scale [--scale-files N] [--scale-dirs N] [--scale-writes N]
                               [--scale-quiet SECONDS] [--scale-watch-limit N]

@@ -1,0 +1,68 @@
+import Glibc
+
+extension Bench {
+    // MARK: Versions (issue 40)
+
+    /// `keepsync sync` with `--keep-versions 30d` against the same without, interleaved
+    /// in each repetition on trees of their own: 1,000 files of 64 KiB rewritten in the
+    /// source, then a sync; a directory of 10,000 files removed, then a sync (`--allow-mass-delete`).
+    func versionMeasures() throws -> [Row] {
+        var overwrite: [String: Samples] = [:], removal: [String: Samples] = [:]
+        let modes = [("keepsync", true), ("keepsync, versions off", false)]
+        for (name, on) in modes {
+            let source = path("versions-\(on)-src")
+            try Paths.mkdirs(Paths.join(source, "many"))
+            try fillOverwriteFiles(source)
+            for f in 0..<10_000 { try Paths.write(Paths.join(source, "many/f\(f)"), Array("file \(f)\n".utf8)) }
+            _ = try Spawn.run(versionSync(on, name: name))
+        }
+        for rep in 0..<options.repetitions {
+            for (name, on) in modes {
+                try fillOverwriteFiles(path("versions-\(on)-src"))
+                var samples = overwrite[name] ?? Samples()
+                record(&samples, "\(name) overwrite \(rep + 1)") { try timed { try Spawn.run(versionSync(on, name: name)) } }
+                overwrite[name] = samples
+                log("versions overwrite \(rep + 1)/\(options.repetitions) \(name): \(samples.values.last.map { Unit.seconds.format($0) } ?? "-")")
+            }
+        }
+        // One rm -r each (the second would find nothing to remove).
+        for (name, on) in modes {
+            let many = Paths.join(path("versions-\(on)-src"), "many")
+            Paths.remove(many)
+            var samples = Samples()
+            // 10,000 of 11,000 entries: past the brake, on purpose.
+            record(&samples, "\(name) rm -r") {
+                try timed { try Spawn.run(versionSync(on, name: name) + [b("--allow-mass-delete")]) }
+            }
+            removal[name] = samples
+            log("versions rm -r of 10,000 files \(name): \(samples.values.last.map { Unit.seconds.format($0) } ?? "-")")
+        }
+        let versions = Paths.join(path("versions-true-mirror"), ".keepsync-versions")
+        let kept = (try? Paths.list(versions))?.count ?? 0
+        return [
+            Row(measure: "versions: overwrite 1,000 x 64 KiB, sync", unit: .seconds,
+                tools: modes.map { ($0.0, overwrite[$0.0] ?? Samples()) }, targets: [("keepsync, versions off", 1.15)]),
+            Row(measure: "versions: rm -r of a 10,000-file directory, sync", unit: .seconds,
+                tools: modes.map { ($0.0, removal[$0.0] ?? Samples()) }, targets: [("keepsync, versions off", 1.5)],
+                note: "\(kept) entries in the versions directory's root after the runs (files linked, the directory moved whole)"),
+        ]
+    }
+
+    /// `keepsync sync` of the versions tree, on or off.
+    private func versionSync(_ on: Bool, name: String) -> [[UInt8]] {
+        [keepsync, b("sync"), b("--source"), path("versions-\(on)-src"), b("--mirror"), path("versions-\(on)-mirror"),
+         b("--state"), path("versions-\(on)-state"), b("--log-level"), b("warning")]
+            + (on ? [b("--keep-versions"), b("30d")] : [])
+    }
+
+    /// 1,000 files of 64 KiB of noise at the top of `source`.
+    private func fillOverwriteFiles(_ source: [UInt8]) throws {
+        var block = [UInt8](repeating: 0, count: 64 << 10)
+        for f in 0..<1000 {
+            block.withUnsafeMutableBytes { raw in
+                for w in 0..<(raw.count / 8) { raw.storeBytes(of: rng.next(), toByteOffset: w * 8, as: UInt64.self) }
+            }
+            try Paths.write(Paths.join(source, "o\(f)"), block)
+        }
+    }
+}
