@@ -37,7 +37,8 @@ extension Bench {
     /// `writes` 4 KiB write-closes alternating between keepsync's (source, mirror) and lsyncd's (nil:
     /// keepsync alone): seconds from each close until the complete file is in that tool's
     /// mirror. Writes slower than `slow` are logged.
-    func latencySamples(keepsyncTree: ([UInt8], [UInt8]), lsyncdTree: ([UInt8], [UInt8])?, writes: Int, slow: Double) throws -> (Samples, Samples) {
+    func latencySamples(keepsyncTree: ([UInt8], [UInt8]), lsyncdTree: ([UInt8], [UInt8])?, writes: Int, slow: Double,
+                        names: (String, String) = ("keepsync", "lsyncd"), overwriting: Int? = nil) throws -> (Samples, Samples) {
         let (kSource, kMirror) = keepsyncTree
         let (lSource, lMirror) = lsyncdTree ?? ([], [])
         let kWatch = try MirrorWatch([kMirror])
@@ -45,35 +46,36 @@ extension Bench {
         var k = Samples(), l = Samples()
         var content = [UInt8](repeating: 0, count: 4096)
         for i in 0..<writes {
-            for (tool, source, mirror, watch) in [("keepsync", kSource, kMirror, Optional(kWatch)), ("lsyncd", lSource, lMirror, lWatch)] {
+            for (tool, source, mirror, watch) in [(names.0, kSource, kMirror, Optional(kWatch)), (names.1, lSource, lMirror, lWatch)] {
                 guard let watch else { continue }
                 content.withUnsafeMutableBytes { raw in
                     for w in 0..<(4096 / 8) { raw.storeBytes(of: rng.next(), toByteOffset: w * 8, as: UInt64.self) }
                 }
-                let name = b("w\(i).dat")
+                // New names, or `overwriting` files over and over (`o0.dat` …).
+                let name = overwriting.map { b("o\(i % $0).dat") } ?? b("w\(i).dat")
                 try Paths.write(Paths.join(source, name), content)
                 let closed = Clock.now()
-                var samples = tool == "keepsync" ? k : l
+                var samples = tool == names.0 ? k : l
                 if let arrived = watch.wait(in: 0, for: name, timeout: 10) {
                     let got = Machine.readBytes(Paths.join(mirror, name))
                     if got == content {
                         samples.values.append(arrived - closed)
                         if arrived - closed > slow { log("\(tool): write \(i + 1) took \(Unit.milliseconds.format(arrived - closed))") }
                     } else {
-                        let line = "\(tool): w\(i).dat arrived incomplete (\(got?.count ?? 0) bytes)"
+                        let line = "\(tool): \(Paths.display(name)) arrived incomplete (\(got?.count ?? 0) bytes)"
                         samples.failures.append(line)
                         failures.append(line)
                     }
                 } else {
-                    let line = "\(tool): w\(i).dat not in the mirror after 10 s"
+                    let line = "\(tool): \(Paths.display(name)) not in the mirror after 10 s"
                     samples.failures.append(line)
                     failures.append(line)
                 }
-                if tool == "keepsync" { k = samples } else { l = samples }
+                if tool == names.0 { k = samples } else { l = samples }
                 usleep(20_000)
             }
         }
-        log("latency: \(k.values.count) keepsync, \(l.values.count) lsyncd samples")
+        log("latency: \(k.values.count) \(names.0), \(l.values.count) \(names.1) samples")
         return (k, l)
     }
 

@@ -37,6 +37,7 @@ extension Bench {
             removal[name] = samples
             log("versions rm -r of 10,000 files \(name): \(samples.values.last.map { Unit.seconds.format($0) } ?? "-")")
         }
+        let latency = try versionLatency()
         let versions = Paths.join(path("versions-true-mirror"), ".keepsync-versions")
         let kept = (try? Paths.list(versions))?.count ?? 0
         return [
@@ -45,7 +46,30 @@ extension Bench {
             Row(measure: "versions: rm -r of a 10,000-file directory, sync", unit: .seconds,
                 tools: modes.map { ($0.0, removal[$0.0] ?? Samples()) }, targets: [("keepsync, versions off", 1.5)],
                 note: "\(kept) entries in the versions directory's root after the runs (files linked, the directory moved whole)"),
+            Row(measure: "versions: live overwrite latency p50, \(options.latencyWrites) x 4 KiB over 10 files", unit: .milliseconds,
+                tools: [("keepsync", latency.on.percentile(0.5)), ("keepsync, versions off", latency.off.percentile(0.5))],
+                targets: [("keepsync, versions off", 1.2)],
+                note: "keepsync run with --keep-versions 30d and without, writes alternating between their sources; \(latency.kept) versions made meanwhile (one per overwrite; thinning runs hourly)"),
         ]
+    }
+
+    /// 4 KiB overwrites of 10 files while `keepsync run` watches with versions and without.
+    private func versionLatency() throws -> (on: Samples, off: Samples, kept: Int) {
+        var agents: [Spawn] = []
+        defer { for a in agents { a.stop() } }
+        var trees: [([UInt8], [UInt8])] = []
+        for on in [true, false] {
+            let source = path("versions-live-\(on)-src"), mirror = path("versions-live-\(on)-mirror")
+            try Paths.mkdirs(source)
+            for f in 0..<10 { try Paths.write(Paths.join(source, "o\(f).dat"), Array("first \(f)\n".utf8)) }
+            agents.append(try startKeepsync(source: source, mirror: mirror, state: path("versions-live-\(on)-state"),
+                                            name: "versions-live-\(on)", extra: on ? [b("--keep-versions"), b("30d")] : []).0)
+            trees.append((source, mirror))
+        }
+        let (on, off) = try latencySamples(keepsyncTree: trees[0], lsyncdTree: trees[1], writes: options.latencyWrites, slow: 0.05,
+                                           names: ("keepsync", "keepsync, versions off"), overwriting: 10)
+        let kept = (try? Paths.list(Paths.join(trees[0].1, ".keepsync-versions")))?.count ?? 0
+        return (on, off, kept)
     }
 
     /// `keepsync sync` of the versions tree, on or off.
