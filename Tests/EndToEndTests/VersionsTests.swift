@@ -23,7 +23,7 @@ struct VersionsTests {
         VersionName(parsing: Array(version.utf8), isDirectory: isDirectory)?.seconds
     }
 
-    @Test("sync keeps a replaced file's old inode and a deleted directory whole; a mode change and a rename keep nothing; check and a sync with versions off leave the versions alone")
+    @Test("sync keeps a replaced file's old inode and a deleted directory whole; a mode change and a rename keep nothing; check and a sync with versions off leave the versions alone; a source entry at that path is skipped with one warning")
     func syncKeepsVersions() throws {
         let sandbox = try Sandbox()
         try FS.mkdirs(sandbox.source / "docs")
@@ -64,6 +64,15 @@ struct VersionsTests {
         let off = try sandbox.keepsync(["sync"] + sandbox.paths)
         #expect(off.status == 0, "\(off)")
         #expect(Self.versions(sandbox, "docs") == [report] && Self.versions(sandbox).contains(old))
+
+        // A source entry at the versions directory's path: not mirrored, one warning.
+        try FS.mkdirs(sandbox.source / ".keepsync-versions")
+        try FS.writeFile(sandbox.source / ".keepsync-versions/mine.txt", "the user's")
+        let named = try sandbox.keepsync(["sync"] + sandbox.paths + ["--keep-versions", "30d"])
+        #expect(named.status == 0, "\(named)")
+        #expect(named.stderrLines.filter { $0.contains("versions directory") }.count == 1, "\(named)")
+        #expect(!Self.versions(sandbox).contains("mine.txt") && FS.lstat(sandbox.mirror / ".keepsync-versions/mine.txt") == nil)
+        #expect(try FS.readFile(sandbox.source / ".keepsync-versions/mine.txt") == Self.b("the user's"), "the source untouched")
     }
 
     @Test("run keeps the old content of a file overwritten while it watches, and a removed file")
