@@ -75,14 +75,9 @@ public struct SettingsResolver: Sendable {
         // The versions directory is never watched, compared, copied over or deleted, with
         // versions on or off: an exclude of its own, on both sides. Off, a `versions_dir`
         // given inside the mirror is that directory.
-        var reserved = versions?.directory ?? VersionSettings.defaultDirectory
-        if versions == nil, remote == nil, config.versionsDirectory != nil {
-            var off = config
-            off.keepVersionsSeconds = 1
-            if let directory = try? self.versions(off, source: source, mirror: mirror, state: state, remote: nil)?.directory {
-                reserved = directory
-            }
-        }
+        let reserved = versions?.directory
+            ?? (remote == nil ? try? versionsDirectory(config, source: source, mirror: mirror, state: state) : nil)
+            ?? VersionSettings.defaultDirectory
         let excludes = try ExcludeMatcher(patterns: config.excludes + [ExcludeMatcher.literal(reserved)])
         var settings = Settings(configuration: config, invocation: invocation, source: source, mirror: mirror, state: state,
                                 excludes: excludes, configFile: configPath)
@@ -99,9 +94,15 @@ public struct SettingsResolver: Sendable {
     func versions(_ config: Configuration, source: [UInt8], mirror: [UInt8], state: [UInt8],
                   remote: RemoteTarget?) throws -> VersionSettings? {
         guard config.keepVersionsSeconds > 0 else { return nil }
-        let keep = Int64(config.keepVersionsSeconds)
         if remote != nil { throw KeepSyncError(.configuration, "--keep-versions: remote mirrors keep no versions yet") }
-        guard let raw = config.versionsDirectory else { return VersionSettings(keepSeconds: keep) }
+        return VersionSettings(keepSeconds: Int64(config.keepVersionsSeconds),
+                               directory: try versionsDirectory(config, source: source, mirror: mirror, state: state))
+    }
+
+    /// `versions_dir` relative to a local mirror's root (the default when not given),
+    /// checked as `versions` says.
+    func versionsDirectory(_ config: Configuration, source: [UInt8], mirror: [UInt8], state: [UInt8]) throws -> RelativePath {
+        guard let raw = config.versionsDirectory else { return VersionSettings.defaultDirectory }
         let directory = paths.resolve(raw)
         let d = Self.display(directory)
         func refuse(_ why: String) -> KeepSyncError { KeepSyncError(.configuration, "--versions-dir \(d): \(why)") }
@@ -121,7 +122,7 @@ public struct SettingsResolver: Sendable {
         if Self.isWithin(directory, state) || Self.isWithin(state, directory) {
             throw refuse("must not be inside the state directory or hold it (\(Self.display(state)))")
         }
-        return VersionSettings(keepSeconds: keep, directory: RelativePath(bytes: Array(components.joined(separator: [0x2F]))))
+        return RelativePath(bytes: Array(components.joined(separator: [0x2F])))
     }
 
     /// True when `inner` is `outer` or below it (absolute paths).
