@@ -161,11 +161,12 @@ struct SettingsResolverTests {
                 == "configuration: --versions-dir /st/m/v: must not be inside the state directory or hold it (/st)")
     }
 
-    @Test("a remote mirror keeps no versions yet")
-    func versionsRemote() {
-        #expect(message { try resolver().settings(keeping("30d", mirror: "box:/srv/m")) }
-                == "configuration: --keep-versions: remote mirrors keep no versions yet")
+    @Test("a remote mirror keeps versions in its default directory; --versions-dir is refused for it")
+    func versionsRemote() throws {
+        let settings = try resolver().settings(keeping("30d", mirror: "box:/srv/m"))
+        #expect(settings.versions == VersionSettings(keepSeconds: 30 * 86_400))
+        #expect(settings.versionsDirectory == VersionSettings.defaultDirectory)
         #expect(message { try resolver().settings(keeping("1s", dir: "/srv/m/v", mirror: "me@box:/srv/m")) }
-                == "configuration: --keep-versions: remote mirrors keep no versions yet")
+                == "configuration: --versions-dir /srv/m/v: a remote mirror keeps its versions in .keepsync-versions inside the mirror directory")
     }
 }

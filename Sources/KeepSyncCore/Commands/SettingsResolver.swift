@@ -87,14 +87,20 @@ public struct SettingsResolver: Sendable {
         return settings
     }
 
-    /// The versions to keep: nil when `keep_versions` is 0; refused for a remote mirror,
-    /// and for a `versions_dir` that is not strictly inside a local mirror or that lies in,
+    /// The versions to keep: nil when `keep_versions` is 0; refused for a `versions_dir`
+    /// given with a remote mirror (it keeps them in the default directory), and for one that is not strictly inside a local mirror or that lies in,
     /// or holds, the source or the state directory. The directory is checked only when
     /// versions are on.
     func versions(_ config: Configuration, source: [UInt8], mirror: [UInt8], state: [UInt8],
                   remote: RemoteTarget?) throws -> VersionSettings? {
         guard config.keepVersionsSeconds > 0 else { return nil }
-        if remote != nil { throw KeepSyncError(.configuration, "--keep-versions: remote mirrors keep no versions yet") }
+        if remote != nil {
+            if let dir = config.versionsDirectory {
+                throw KeepSyncError(.configuration, "--versions-dir \(Self.display(dir)): a remote mirror keeps its versions in "
+                                    + "\(VersionSettings.defaultDirectoryName) inside the mirror directory")
+            }
+            return VersionSettings(keepSeconds: Int64(config.keepVersionsSeconds))
+        }
         return VersionSettings(keepSeconds: Int64(config.keepVersionsSeconds),
                                directory: try versionsDirectory(config, source: source, mirror: mirror, state: state))
     }

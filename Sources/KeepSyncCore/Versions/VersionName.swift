@@ -49,6 +49,18 @@ public struct VersionName: Sendable, Hashable {
         return stem + tag + ext
     }
 
+    /// The names of every sequence as a pattern, for a remote shell that picks the first
+    /// free one: `head + tail` for the first, `head + "-N" + tail` for the Nth (the stem
+    /// cut to leave room for `-9999`, so a long name's first version may be a few bytes
+    /// shorter than `bytes`; both read back the same).
+    public var pattern: (head: [UInt8], tail: [UInt8]) {
+        var (stem, ext) = isDirectory ? (original, []) : Self.split(original)
+        let tag = VersionName(original: original, seconds: seconds, isDirectory: isDirectory).tag
+        let room = Self.maximumBytes - tag.count - ext.count - 5
+        if stem.count > room { stem = Self.truncated(stem, to: max(1, room)) }
+        return (stem + tag, ext)
+    }
+
     /// Stem and extension (with its dot): the last dot that is neither the first byte nor
     /// followed by nothing, when what follows is at most `maximumExtension` bytes.
     static func split(_ name: [UInt8]) -> (stem: [UInt8], ext: [UInt8]) {

@@ -26,9 +26,11 @@ extension RemoteMirror {
 
     /// Several symlinks in one round trip, in order; a result per link.
     public func makeSymlinks(_ links: [(path: RelativePath, target: [UInt8], mtime: Timespec)]) -> [Result<FileStat, any Error>] {
-        makeEntries(links.map(\.path), RemoteScript.makeSymlink, perCall: 4, "symlink") { path, i in
+        let kept = versionWords(links.map(\.path))
+        return makeEntries(links.map(\.path), kept == nil ? RemoteScript.makeSymlink : RemoteScript.makeSymlinkKeeping,
+                           perCall: kept == nil ? 4 : 8, "symlink") { path, i in
             [try argument(path), links[i].target, Self.touchTime(links[i].mtime),
-             try argument((path.parent ?? .root).appending(TemporaryName.random()))]
+             try argument((path.parent ?? .root).appending(TemporaryName.random()))] + (kept?[i] ?? [])
         }
     }
 
@@ -59,9 +61,23 @@ extension RemoteMirror {
     }
 
     /// Removes several paths in one round trip; a result per path.
+    /// With versions, each moves into the versions directory (one inside it is removed).
     public func removeAll(_ paths: [RelativePath]) throws -> [Result<Void, KeepSyncError>] {
+        if let versions, paths.contains(where: { $0.isWithin(versions.directory) }),
+           paths.contains(where: { !$0.isWithin(versions.directory) }) {
+            // Versions and mirror entries in one call: each side its own.
+            var results: [RelativePath: Result<Void, KeepSyncError>] = [:]
+            for side in [true, false] {
+                let part = paths.filter { $0.isWithin(versions.directory) == side }
+                for (p, r) in zip(part, try removeAll(part)) { results[p] = r }
+            }
+            return paths.map { results[$0]! }
+        }
         changing(paths)
-        let replies = try call(RemoteScript.remove, items: paths.map { [try argument($0)] })
+        let kept = versions.flatMap { v in paths.contains { $0.isWithin(v.directory) } ? nil : versionWords(paths) }
+        let replies = try kept.map { words in
+            try call(RemoteScript.removeKeeping, items: paths.enumerated().map { i, p in [try argument(p)] + words[i] }, perCall: 5)
+        } ?? call(RemoteScript.remove, items: paths.map { [try argument($0)] })
         return zip(paths, replies).map { path, reply in reply.token == "0" ? .success(()) : .failure(reply.error(path, "remove")) }
     }
 
@@ -73,7 +89,10 @@ extension RemoteMirror {
     /// Several renames in one round trip, in order; a result per pair.
     public func renameAll(_ pairs: [(from: RelativePath, to: RelativePath)]) throws -> [Result<Void, KeepSyncError>] {
         changing(pairs.flatMap { [$0.from, $0.to] })
-        let replies = try call(RemoteScript.rename, items: pairs.map { [try argument($0.from), try argument($0.to)] }, perCall: 2)
+        let kept = versionWords(pairs.map(\.to))
+        let items = try pairs.enumerated().map { i, pair in [try argument(pair.from), try argument(pair.to)] + (kept?[i] ?? []) }
+        let replies = try call(kept == nil ? RemoteScript.rename : RemoteScript.renameKeeping, items: items,
+                               perCall: kept == nil ? 2 : 6)
         return zip(pairs, replies).map { pair, reply in reply.token == "0" ? .success(()) : .failure(reply.error(pair.from, "rename")) }
     }
 

@@ -21,6 +21,8 @@ public final class RemoteMirror: MirrorProviding {
     public let rsync: [UInt8]
     /// rsync's `--timeout` (seconds without I/O before it gives up).
     public let rsyncIOTimeout: Int
+    /// Where what is replaced or removed is kept, and the clock of its tags; nil: nothing kept.
+    public let versions: VersionKeeping?
 
     // Internal, not private: the install (RemoteMirrorInstall.swift) uses these.
     struct State {
@@ -33,6 +35,8 @@ public final class RemoteMirror: MirrorProviding {
         /// symlink on the way), and when that read was sent: an install into one checked
         /// within `checkedFor` need not check again (`RemoteMirrorInstall`).
         var checked: [RelativePath: ContinuousClock.Instant] = [:]
+        /// Versions rsync's backup put aside and moved to their names (`keepStaged`).
+        var versionsStaged = 0
 
         /// Notes `directories` as checked at `at`; forgets the checks gone stale.
         mutating func noteChecked(_ directories: some Sequence<RelativePath>, at: ContinuousClock.Instant) {
@@ -55,14 +59,16 @@ public final class RemoteMirror: MirrorProviding {
     let state = Mutex(State())
 
     /// A mirror at `target` over `session`, installing from `sourceRoot`.
+    /// With `versions`, what a replace or removal would lose is kept (SPEC "Versions").
     public init(session: RemoteSession, target: RemoteTarget, sourceRoot: [UInt8], rsync: [UInt8] = Array("rsync".utf8),
-                rsyncIOTimeout: Int = 60) {
+                rsyncIOTimeout: Int = 60, versions: VersionKeeping? = nil) {
         precondition(sourceRoot.first == 0x2F, "the source root is an absolute path")
         self.session = session
         self.target = target
         self.sourceRoot = sourceRoot
         self.rsync = rsync
         self.rsyncIOTimeout = rsyncIOTimeout
+        self.versions = versions
     }
 
     // MARK: Reads
@@ -183,6 +189,7 @@ public final class RemoteMirror: MirrorProviding {
     /// are asked of the remote. Throws when the remote cannot be read (unreachable, DIR
     /// missing), so that the pass fails instead of seeing an empty mirror.
     public func beginPass() throws {
+        sweepStaged()
         let listing = try readTree()
         state.withLock { $0.pass = listing }
     }
@@ -257,7 +264,12 @@ public final class RemoteMirror: MirrorProviding {
     /// The tree, root included. find exits 1 when it could not read a directory: that one
     /// is listed empty, as a failed `list` leaves it for a pass.
     private func readTree() throws -> RemoteTreeListing {
-        let output = try remote(RemoteScript.plain(target.directory, "exec find -P . -printf '\(RemoteScript.format)'"))
+        // The versions directory, never compared, is not read (`-path` takes its name as a
+        // pattern: safe for the default name, the only one a remote mirror takes).
+        let output = try versions.map { v in
+            try remote(RemoteScript.batch(target.directory, "exec find -P . -path \"./$1\" -prune -o -printf \"\(RemoteScript.format)\""),
+                       input: RemoteScript.input([try argument(v.directory)]))
+        } ?? remote(RemoteScript.plain(target.directory, "exec find -P . -printf '\(RemoteScript.format)'"))
         guard output.status == 0 || output.status == 1 else { throw remoteError(output, path: nil, "find") }
         guard let listing = RemoteTreeListing(findOutput: output.stdout) else {
             throw KeepSyncError(.io, "find: an unreadable listing from \(session.host) (exit \(output.status))")
@@ -366,12 +378,14 @@ public final class RemoteMirror: MirrorProviding {
     /// item. With `after` (`RemoteScript.statMade`), the records of the `S` answers come
     /// after each shell's answers, named `./` and the item's first word; without, answers
     /// carry no record.
-    func call(_ body: String, items: [[[UInt8]]], perCall: Int? = nil, after: String? = nil) throws -> [Reply] {
+    func call(_ body: String, items: [[[UInt8]]], perCall: Int? = nil, after: String? = nil,
+              looping: Bool = true) throws -> [Reply] {
         guard !items.isEmpty else { return [] }
         // As many items per shell as surely fit its command line (each word a pointer too).
         let widest = items.map { $0.reduce(0) { $0 + $1.count + 1 + 8 } }.max() ?? 1
         let perShell = max(1, min(items.count, RemoteScript.lineBudget / widest))
-        let output = try remote(RemoteScript.batch(target.directory, body, perCall: perCall, items: perShell, after: after),
+        let output = try remote(RemoteScript.batch(target.directory, body, perCall: perCall, items: perShell, after: after,
+                                                     looping: looping),
                                 input: RemoteScript.input(items.flatMap { $0 }))
         return try whole(Self.replies(output.stdout, items: items, withRecords: after != nil), of: items.count, output)
     }

@@ -90,6 +90,8 @@ extension RemoteMirror {
             for path in allowed { results[path] = .failure(Self.naming(error, path)) }
             return []
         }
+        // What rsync replaced, it linked aside: to the versions' names, whatever the outcome.
+        for failure in keepStaged(allowed).prefix(5) { logger.warning("versions on \(session.host): \(failure)") }
         let partial = outcome.status == 23 || outcome.status == 24
         let rsyncMessage = String(decoding: outcome.stderr, as: UTF8.self).trimmingNewlines
         if outcome.status != 0 && !partial {
@@ -176,10 +178,11 @@ extension RemoteMirror {
 
     /// Keeps an rsync for the next batch started ahead (`RemoteSession.keepRsyncWarm`).
     public func keepRsyncWarm() {
-        let (target, sourceRoot, rsync, timeout) = (target, sourceRoot, rsync, rsyncIOTimeout)
+        let (target, sourceRoot, rsync, timeout, versions) = (target, sourceRoot, rsync, rsyncIOTimeout, versions)
         session.keepRsyncWarm { [weak session] version in
             guard let session else { return nil }
-            return RemoteMirror(session: session, target: target, sourceRoot: sourceRoot, rsync: rsync, rsyncIOTimeout: timeout)
+            return RemoteMirror(session: session, target: target, sourceRoot: sourceRoot, rsync: rsync, rsyncIOTimeout: timeout,
+                                versions: versions)
                 .rsyncArguments(fsync: version.hasFsync)
         }
     }
@@ -189,7 +192,7 @@ extension RemoteMirror {
         var argv: [[UInt8]] = [rsync]
         let options = ["--protect-args", "--files-from=-", "--from0", "--no-implied-dirs", "--perms", "--times",
                        "--ignore-times", "--timeout=\(rsyncIOTimeout)"] + (fsync ? ["--fsync"] : [])
-        argv += options.map { Array($0.utf8) }
+        argv += options.map { Array($0.utf8) } + backupArguments
         argv.append(Array("--rsync-path=".utf8) + session.rsyncPath)
         argv.append(Array("-e".utf8))
         argv.append(session.rsyncShell)

@@ -16,7 +16,7 @@ enum RemoteScript {
     /// Helpers of every body. `chk P`: each proper ancestor of P below DIR is a real
     /// directory (2: a symlink, 3: missing or not a directory). `made P`: answers `S` and
     /// keeps P for `statMade`. `flush`: makes `makeDirectory`'s waiting run (`pn` paths of
-    /// mode `pm`, referenced in `pa`) with one `mkdir`.
+    /// mode `pm`, referenced in `pa`) with one `mkdir`. `kv`: `keep`.
     static let prelude = """
         set -f; \
         chk() { r=$1; d=.; while :; do case $r in */*) d=$d/${r%%/*}; r=${r#*/}; \
@@ -29,7 +29,21 @@ enum RemoteScript {
         flush() { if [ $pn = 0 ]; then return; fi; eval "set -- $pa"; pa=; pn=0; \
         if mkdir -m "$pm" -- "$@" 2>/dev/null; then for x do made "${x#./}"; done; \
         else for x do if [ -d "$x" ] && [ ! -L "$x" ]; then made "${x#./}"; \
-        elif e=$(mkdir -m "$pm" -- "$x" 2>&1); then made "${x#./}"; else err "$e"; fi; done; fi; };
+        elif e=$(mkdir -m "$pm" -- "$x" 2>&1); then made "${x#./}"; else err "$e"; fi; done; fi; }; \
+        \(keep)
+        """
+    /// `kv P MODE VDIR HEAD TAIL DHEAD`: keeps what is at P as a version in VDIR (made
+    /// 0700 when missing) under the first free name of HEAD TAIL, HEAD-2 TAIL, … (a
+    /// directory: DHEAD, DHEAD-2, …; only when MODE is `m`). MODE `l`: a file or symlink
+    /// gets a second name (`ln -P`; moved when the file system has no hard links), for
+    /// a replace; `m`: moved, for a removal. Nothing there, or something else: nothing.
+    /// 1 with the message in `e` when it fails.
+    static let keep = """
+        kv() { if [ -L "./$1" ] || [ -f "./$1" ]; then h=$4; t=$5; elif [ $2 = m ] && [ -d "./$1" ]; then h=$6; t=; \
+        else return 0; fi; if [ ! -d "./$3" ]; then umask 077; mkdir -p -- "./$3" 2>/dev/null; umask 022; fi; \
+        v="./$3/$h$t"; k=2; while [ -e "$v" ] || [ -L "$v" ]; do v="./$3/$h-$k$t"; k=$((k+1)); done; \
+        if [ $2 = l ] && ln -P -- "./$1" "$v" 2>/dev/null; then return 0; fi; \
+        mv -fT -- "./$1" "$v" 2>/dev/null || { e=$(mv -fT -- "./$1" "$v" 2>&1); return 1; }; };
         """
     /// After a loop of `made` items: one `find` for all of them, named as given (`./PATH`),
     /// where each item's own `find` forked a process (440 for 440 directories). The paths
@@ -86,6 +100,42 @@ enum RemoteScript {
         else find -P "./$p" -type d -exec chmod u+rwx -- {} + 2>/dev/null; \
         if e=$(rm -rf -- "./$p" 2>&1); then ok; else err "$e"; fi; fi; done
         """
+    /// PATH VDIR HEAD TAIL DHEAD: each moved into the versions directory whole (`kv m`),
+    /// what is left (a special file) removed.
+    static let removeKeeping = """
+        p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; elif ! kv "$p" m "$2" "$3" "$4" "$5"; then err "$e"; \
+        elif [ ! -e "./$p" ] && [ ! -L "./$p" ]; then ok; elif e=$(rm -rf -- "./$p" 2>&1); then ok; else err "$e"; fi
+        """
+    /// STAGED VDIR HEAD TAIL: what rsync's `--backup-dir` put at STAGED moved to its
+    /// version's name, answering `0` (moved), `-` (nothing there) or `E…`; by one `perl`
+    /// where the remote has it (a `mv` per file forked 1,000 times for 1,000 files).
+    static let keepStaged = """
+        if command -v perl >/dev/null 2>&1; then exec perl -e "umask 077; \
+        while (@ARGV >= 4) { my (\\$s, \\$d, \\$h, \\$t) = splice(@ARGV, 0, 4); \\$s = qq{./\\$s}; \
+        if (!-e \\$s && !-l \\$s) { print qq{-\\0}; next; } \
+        my \\$p = q{.}; for my \\$c (split m{/}, \\$d) { \\$p .= qq{/\\$c}; mkdir \\$p unless -d \\$p; } \
+        my \\$v = qq{./\\$d/\\$h\\$t}; my \\$k = 2; while (-e \\$v || -l \\$v) { \\$v = qq{./\\$d/\\$h-\\$k\\$t}; \\$k++; } \
+        if (rename(\\$s, \\$v)) { print qq{0\\0}; } else { print qq{E\\$!\\0}; } }" -- "$@"; fi; \
+        while [ $# -ge 4 ]; do if [ ! -e "./$1" ] && [ ! -L "./$1" ]; then printf "%s\\0" -; \
+        elif kv "$1" m "$2" "$3" "$4" "$3"; then ok; else err "$e"; fi; shift 4; done
+        """
+    /// FROM TO VDIR HEAD TAIL DHEAD: `rename`, a file or symlink at TO kept first (`kv l`).
+    static let renameKeeping = """
+        a=$1; b=$2; chk "$a"; c=$?; if [ $c = 0 ]; then chk "$b"; c=$?; fi; if [ $c != 0 ]; then bad $c; \
+        elif [ ! -e "./$a" ] && [ ! -L "./$a" ]; then printf "N\\0"; \
+        elif [ "$a" != "$b" ] && ! kv "$b" l "$3" "$4" "$5" "$6"; then err "$e"; \
+        elif e=$(mv -fT -- "./$a" "./$b" 2>&1); then ok; else err "$e"; fi
+        """
+    /// PATH TARGET @MTIME TEMP VDIR HEAD TAIL DHEAD: `makeSymlink`, a file or symlink at
+    /// PATH kept first (`kv l`).
+    static let makeSymlinkKeeping = """
+        p=$1; chk "$p"; c=$?; if [ $c != 0 ]; then bad $c; \
+        elif [ ! -e "./$p" ] && [ ! -L "./$p" ] && ln -s -- "$2" "./$p" 2>/dev/null && \
+        touch -h -d "$3" -- "./$p" 2>/dev/null; then made "$p"; \
+        elif ! kv "$p" l "$5" "$6" "$7" "$8"; then err "$e"; \
+        elif e=$( { ln -s -- "$2" "./$4" && touch -h -d "$3" -- "./$4" && mv -fT -- "./$4" "./$p"; } 2>&1 ); \
+        then made "$p"; else rm -f -- "./$4"; err "$e"; fi
+        """
     /// FROM TO.
     static let rename = """
         a=$1; b=$2; chk "$a"; c=$?; if [ $c = 0 ]; then chk "$b"; c=$?; fi; if [ $c != 0 ]; then bad $c; \
@@ -139,12 +189,15 @@ enum RemoteScript {
     /// `perCall` words per item runs in a loop over `items` of them per shell (a shell per
     /// item cost 440 forks for 440 directories): `-n` keeps the items whole, `-x` makes
     /// xargs stop rather than split one if the line would not fit (`call` sizes `items`).
-    static func batch(_ directory: [UInt8], _ body: String, perCall: Int? = nil, items: Int = 1, after: String? = nil) -> [UInt8] {
+    /// `looping` false: the body takes its shell's items whole (`keepStaged`).
+    static func batch(_ directory: [UInt8], _ body: String, perCall: Int? = nil, items: Int = 1, after: String? = nil,
+                      looping: Bool = true) -> [UInt8] {
         precondition(!body.contains("'") && !prelude.contains("'"), "an inner script is single-quoted once")
         guard let perCall else {
             return enter(directory) + Array("exec xargs -0 -r sh -c '\(prelude) \(body)' sh".utf8)
         }
-        let loop = "while [ $# -ge \(perCall) ]; do \(body); shift \(perCall); done" + (after.map { "; " + $0 } ?? "")
+        let loop = (looping ? "while [ $# -ge \(perCall) ]; do \(body); shift \(perCall); done" : body)
+            + (after.map { "; " + $0 } ?? "")
         return enter(directory) + Array("exec xargs -0 -r -x -n \(perCall * max(1, items)) sh -c '\(prelude) \(loop)' sh".utf8)
     }
 

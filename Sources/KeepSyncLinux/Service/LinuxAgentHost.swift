@@ -54,7 +54,10 @@ public struct LinuxAgentHost: AgentHost {
         -> (source: any FileSystemProviding, mirror: any MirrorProviding) {
         if let remote {
             return (try PosixFileSystem(rootPath: settings.source),
-                    RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source))
+                    RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source,
+                                 versions: settings.versions.map { v in
+                                     RemoteMirror.VersionKeeping(directory: v.directory, now: { Int64(Glibc.time(nil)) })
+                                 }))
         }
         return (try PosixFileSystem(rootPath: settings.source),
          LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation,

@@ -1,0 +1,91 @@
+import KeepSyncCore
+
+/// A remote mirror's versions (SPEC "Versions"): the layout of a local mirror's, made over
+/// the same connection in the same round trips. A file rsync replaces is linked aside by
+/// rsync itself (`--backup-dir`, just before its rename: no moment without the name, no
+/// byte copied) into a staging directory, and moved to its version's name right after
+/// the run, before the install returns (so the barrier that covers the install covers
+/// it); removals move into the versions directory (`RemoteScript.removeKeeping`); a
+/// rename or symlink onto a file links it aside first.
+extension RemoteMirror {
+    /// Versions on a remote mirror: the directory (relative to the mirror root) and the
+    /// clock of the tags.
+    public struct VersionKeeping: Sendable {
+        /// The versions directory, below the mirror root.
+        public var directory: RelativePath
+        /// Seconds since the epoch (UTC), the versions' tags.
+        public var now: @Sendable () -> Int64
+
+        /// Versions kept in `directory`, tagged by `now`.
+        public init(directory: RelativePath, now: @escaping @Sendable () -> Int64) {
+            precondition(!directory.isRoot, "the versions directory is below the mirror root")
+            self.directory = directory
+            self.now = now
+        }
+
+        /// Where rsync's `--backup-dir` puts what it replaces, under its relative path.
+        public var staging: RelativePath { directory.appending(Array(".keepsync-incoming".utf8)) }
+
+        /// A version of `path` at `seconds`, as the remote `kv` takes it: the directory it
+        /// goes in, a file's name pattern (head, tail) and a directory's head.
+        func words(_ path: RelativePath, seconds: Int64) -> [[UInt8]] {
+            var parent = directory
+            for c in (path.parent ?? .root).components { parent = parent.appending(c) }
+            let file = VersionName(original: path.name, seconds: seconds).pattern
+            let dir = VersionName(original: path.name, seconds: seconds, isDirectory: true).pattern
+            return [parent.bytes, file.head, file.tail, dir.head]
+        }
+    }
+
+    /// Versions moved from rsync's staging to their names so far.
+    public var versionsStaged: Int { state.withLock { $0.versionsStaged } }
+
+    /// rsync's options that keep what it replaces (none without versions).
+    var backupArguments: [[UInt8]] {
+        guard let versions else { return [] }
+        return [Array("--backup".utf8), Array("--backup-dir=".utf8) + versions.staging.bytes, Array("--suffix=".utf8)]
+    }
+
+    /// Moves what rsync put aside for `paths` to the versions' names (one round trip, one
+    /// remote `perl` where there is one); the messages of those that could not move.
+    @discardableResult
+    func keepStaged(_ paths: [RelativePath]) -> [String] {
+        guard let versions, !paths.isEmpty else { return [] }
+        let seconds = versions.now()
+        do {
+            let items = try paths.map { p in
+                [try argument(RelativePath(bytes: versions.staging.bytes + [0x2F] + p.bytes))]
+                    + Array(versions.words(p, seconds: seconds).prefix(3))
+            }
+            let replies = try call(RemoteScript.keepStaged, items: items, perCall: 4, looping: false)
+            let moved = replies.filter { $0.token == "0" }.count
+            state.withLock { $0.versionsStaged += moved }
+            return zip(paths, replies).compactMap { path, reply in
+                reply.token == "E" ? "\(path.escaped): \(String(decoding: reply.raw.dropFirst(), as: UTF8.self))" : nil
+            }
+        } catch {
+            return ["\(error)"]
+        }
+    }
+
+    /// What a run cut short left in rsync's staging, moved to versions' names now (at the
+    /// start of a pass: before a later run's backup of the same path would replace it).
+    func sweepStaged() {
+        guard let versions else { return }
+        guard let output = try? remote(RemoteScript.batch(target.directory,
+                                                          "[ -d \"./$1\" ] || exit 0; exec find -P \"./$1\" ! -type d -printf \"%P\\\\0\""),
+                                       input: RemoteScript.input([versions.staging.bytes])),
+              output.status == 0 else { return }
+        var reader = ReplyReader(output.stdout)
+        var left: [RelativePath] = []
+        while let name = reader.field() { left.append(RelativePath(bytes: name)) }
+        keepStaged(left)
+    }
+
+    /// The words each of `paths` adds to a keeping script (`RemoteScript.removeKeeping`, …).
+    func versionWords(_ paths: [RelativePath]) -> [[[UInt8]]]? {
+        guard let versions else { return nil }
+        let seconds = versions.now()
+        return paths.map { versions.words($0, seconds: seconds) }
+    }
+}
