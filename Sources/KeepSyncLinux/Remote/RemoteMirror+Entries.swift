@@ -124,7 +124,9 @@ extension RemoteMirror {
     }
 
     /// `sync -f DIR` on the remote (`sync` where `-f` is unknown).
+    /// Versions rsync put aside are moved to their names first (`moveStaged`).
     public func barrier() throws {
+        try moveStaged()
         let output = try remote(RemoteScript.plain(target.directory, "sync -f . 2>/dev/null || sync"))
         guard output.status == 0 else { throw remoteError(output, path: nil, "sync") }
     }

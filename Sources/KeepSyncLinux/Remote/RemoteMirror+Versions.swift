@@ -3,10 +3,11 @@ import KeepSyncCore
 /// A remote mirror's versions (SPEC "Versions"): the layout of a local mirror's, made over
 /// the same connection in the same round trips. A file rsync replaces is linked aside by
 /// rsync itself (`--backup-dir`, just before its rename: no moment without the name, no
-/// byte copied) into a staging directory, and moved to its version's name right after
-/// the run, before the install returns (so the barrier that covers the install covers
-/// it); removals move into the versions directory (`RemoteScript.removeKeeping`); a
-/// rename or symlink onto a file links it aside first.
+/// byte copied) into a staging directory, and moved to its version's name by the next
+/// barrier, just before its `sync` (the barrier a record waits for: off the change's
+/// path, and covering the version), or before another run of that path (whose backup
+/// would replace it); removals move into the versions directory
+/// (`RemoteScript.removeKeeping`); a rename or symlink onto a file links it aside first.
 extension RemoteMirror {
     /// Versions on a remote mirror: the directory (relative to the mirror root) and the
     /// clock of the tags.
@@ -46,25 +47,37 @@ extension RemoteMirror {
         return [Array("--backup".utf8), Array("--backup-dir=".utf8) + versions.staging.bytes, Array("--suffix=".utf8)]
     }
 
+    /// Moves what rsync put aside for the staged paths among `paths` (all when nil) to the
+    /// versions' names. Throws when that fails (the barrier then fails: the change is not
+    /// recorded, and they are tried again).
+    func moveStaged(of paths: [RelativePath]? = nil) throws {
+        guard versions != nil else { return }
+        let due: [RelativePath] = state.withLock { s in
+            let due = paths.map { $0.filter { s.staged.contains($0) } } ?? Array(s.staged)
+            s.staged.subtract(due)
+            return due
+        }
+        guard !due.isEmpty else { return }
+        do { try keepStaged(due) } catch {
+            state.withLock { $0.staged.formUnion(due) }
+            throw error
+        }
+    }
+
     /// Moves what rsync put aside for `paths` to the versions' names (one round trip, one
-    /// remote `perl` where there is one); the messages of those that could not move.
-    @discardableResult
-    func keepStaged(_ paths: [RelativePath]) -> [String] {
-        guard let versions, !paths.isEmpty else { return [] }
+    /// remote `perl` where there is one); throws the first that could not move.
+    func keepStaged(_ paths: [RelativePath]) throws {
+        guard let versions, !paths.isEmpty else { return }
         let seconds = versions.now()
-        do {
-            let items = try paths.map { p in
-                [try argument(RelativePath(bytes: versions.staging.bytes + [0x2F] + p.bytes))]
-                    + Array(versions.words(p, seconds: seconds).prefix(3))
-            }
-            let replies = try call(RemoteScript.keepStaged, items: items, perCall: 4, looping: false)
-            let moved = replies.filter { $0.token == "0" }.count
-            state.withLock { $0.versionsStaged += moved }
-            return zip(paths, replies).compactMap { path, reply in
-                reply.token == "E" ? "\(path.escaped): \(String(decoding: reply.raw.dropFirst(), as: UTF8.self))" : nil
-            }
-        } catch {
-            return ["\(error)"]
+        let items = try paths.map { p in
+            [try argument(RelativePath(bytes: versions.staging.bytes + [0x2F] + p.bytes))]
+                + Array(versions.words(p, seconds: seconds).prefix(3))
+        }
+        let replies = try call(RemoteScript.keepStaged, items: items, perCall: 4, looping: false)
+        state.withLock { $0.versionsStaged += replies.filter { $0.token == "0" }.count }
+        if let (path, reply) = zip(paths, replies).first(where: { $0.1.token == "E" }) {
+            throw KeepSyncError(.io, "versions: cannot keep the old file: \(String(decoding: reply.raw.dropFirst(), as: UTF8.self))",
+                                path: path)
         }
     }
 
@@ -79,7 +92,7 @@ extension RemoteMirror {
         var reader = ReplyReader(output.stdout)
         var left: [RelativePath] = []
         while let name = reader.field() { left.append(RelativePath(bytes: name)) }
-        keepStaged(left)
+        try? keepStaged(left)
     }
 
     /// The words each of `paths` adds to a keeping script (`RemoteScript.removeKeeping`, …).

@@ -37,6 +37,8 @@ public final class RemoteMirror: MirrorProviding {
         var checked: [RelativePath: ContinuousClock.Instant] = [:]
         /// Versions rsync's backup put aside and moved to their names (`keepStaged`).
         var versionsStaged = 0
+        /// Paths whose old file rsync's backup may have put aside, not yet moved to a name.
+        var staged: Set<RelativePath> = []
 
         /// Notes `directories` as checked at `at`; forgets the checks gone stale.
         mutating func noteChecked(_ directories: some Sequence<RelativePath>, at: ContinuousClock.Instant) {

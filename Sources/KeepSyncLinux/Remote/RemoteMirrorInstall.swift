@@ -84,14 +84,19 @@ extension RemoteMirror {
         guard !allowed.isEmpty else { return [] }
 
         changing(allowed)
+        do { try moveStaged(of: allowed) } catch {
+            for path in allowed { results[path] = .failure(Self.naming(error, path)) }
+            return []
+        }
         let outcome: RemoteOutput
         let t1 = clock.now
         do { outcome = try runRsync(allowed) } catch {
             for path in allowed { results[path] = .failure(Self.naming(error, path)) }
             return []
         }
-        // What rsync replaced, it linked aside: to the versions' names, whatever the outcome.
-        for failure in keepStaged(allowed).prefix(5) { logger.warning("versions on \(session.host): \(failure)") }
+        // What rsync replaced, it linked aside: moved to the versions' names by the next
+        // barrier, whatever the outcome (`RemoteMirror+Versions`).
+        if versions != nil { state.withLock { $0.staged.formUnion(allowed) } }
         let partial = outcome.status == 23 || outcome.status == 24
         let rsyncMessage = String(decoding: outcome.stderr, as: UTF8.self).trimmingNewlines
         if outcome.status != 0 && !partial {
