@@ -9,7 +9,7 @@ import Testing
 /// version's name by the barrier, before another run of the same path, and, after an
 /// agent died between the two, by the next pass.
 extension RemoteMirrorTests {
-    @Test("staged versions: moved by the barrier, before a second run of the path, and by the next pass after a crash")
+    @Test("staged versions: moved by the barrier, before a second run of the path, and by the next pass after a crash; listed, measured and thinned over the connection")
     func stagedVersionsAreMovedBeforeTheyCanBeLost() async throws {
         try await offThePool {
             let f = try Fixture("stagedVersions")
@@ -50,6 +50,18 @@ extension RemoteMirrorTests {
             #expect(kept()["a~20251206-054740Z.txt"] == "v2", "\(kept())")
             #expect(restarted.versionsStaged == 1 && m.versionsStaged == 2)
             #expect(try LiveFS.readFile(f.rem(Self.b("a.txt"))) == Self.b("v3"))
+
+            // Listed and thinned through the mirror's own calls, like a local mirror's.
+            let (store, now) = try #require(VersionStore.of(restarted))
+            #expect(now() == 1_765_000_060)
+            let listed = try store.list().map { String(decoding: $0.path.name, as: UTF8.self) }.sorted()
+            #expect(listed == ["a~20251206-054640Z-2.txt", "a~20251206-054640Z.txt", "a~20251206-054740Z.txt"], "\(listed)")
+            let space = try #require(restarted.space(), "df on the remote")
+            #expect(space.total > 0 && space.free <= space.total)
+            // A day on, kept a day: all three go (the removals inside the versions directory remove).
+            let thinned = try store.thin(now: 1_765_000_060 + 86_400 * 2, keep: 86_400)
+            #expect(thinned.removed.count == 3 && thinned.failed.isEmpty, "\(thinned)")
+            #expect(kept().isEmpty && (try? LiveFS.list(f.rem(Self.b(".keepsync-versions/.keepsync-incoming")))) != nil)
         }
     }
 }

@@ -4,7 +4,7 @@
 /// never following a symlink and never writing outside it. A file's bytes are durable
 /// before it appears under its name; the entries themselves are durable after the next
 /// `barrier`. `AtomicFileAccessor` implements it on disk, `InMemoryTree` in memory.
-public protocol FileAccessorProviding: FileSystemProviding {
+public protocol FileAccessorProviding: VersionDirectoryProviding {
     /// Creates a directory (mode applied later by `setAttributes`).
     func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat
     /// Creates or atomically replaces a symlink; returns its stat.

@@ -14,10 +14,23 @@ public struct StoredVersion: Sendable, Equatable {
     public var size: UInt64
 }
 
+/// What a versions directory is read and thinned through: a tree that removes (a local
+/// mirror's steps, a remote mirror).
+public protocol VersionDirectoryProviding: FileSystemProviding {
+    /// Removes a path and everything below it.
+    func remove(_ path: RelativePath) throws
+}
+
+/// A mirror that keeps versions some other way than `VersionKeepingSteps` (a remote one).
+public protocol VersionKeepingMirror: MirrorProviding {
+    /// Its versions directory and the clock of its tags; nil when it keeps none.
+    var keptVersions: (store: VersionStore, now: @Sendable () -> Int64)? { get }
+}
+
 /// The versions directory of a mirror, read and thinned through the mirror's steps.
 public struct VersionStore: Sendable {
     /// The mirror's steps (a removal inside the versions directory removes).
-    public let steps: any FileAccessorProviding
+    public let steps: any VersionDirectoryProviding
     /// The versions directory, relative to the mirror root.
     public let directory: RelativePath
     /// The mirror's file system now: bytes free to an unprivileged writer and in all; nil
@@ -28,7 +41,7 @@ public struct VersionStore: Sendable {
     public static let floorPercent: UInt64 = 5
 
     /// A store at `directory` of the mirror under `steps`.
-    public init(steps: any FileAccessorProviding, directory: RelativePath,
+    public init(steps: any VersionDirectoryProviding, directory: RelativePath,
                 space: (@Sendable () -> (free: UInt64, total: UInt64)?)? = nil) {
         self.steps = steps
         self.directory = directory

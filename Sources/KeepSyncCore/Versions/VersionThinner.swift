@@ -2,8 +2,9 @@ import Dispatch
 
 extension VersionStore {
     /// The store of `mirror` and its clock, when it keeps versions (a local mirror over
-    /// `VersionKeepingSteps`).
+    /// `VersionKeepingSteps`, or a `VersionKeepingMirror`).
     public static func of(_ mirror: any MirrorProviding) -> (store: VersionStore, now: @Sendable () -> Int64)? {
+        if let keeping = mirror as? any VersionKeepingMirror { return keeping.keptVersions }
         guard let local = mirror as? LocalMirror, let keeper = local.steps as? VersionKeepingSteps else { return nil }
         return (VersionStore(steps: keeper, directory: keeper.directory, space: keeper.space), keeper.now)
     }

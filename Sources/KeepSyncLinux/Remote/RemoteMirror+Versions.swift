@@ -102,3 +102,26 @@ extension RemoteMirror {
         return paths.map { versions.words($0, seconds: seconds) }
     }
 }
+
+/// Listed, thinned and counted like a local mirror's: through the mirror's own calls (a
+/// removal inside the versions directory removes), the floor from the remote's `df`.
+extension RemoteMirror: VersionKeepingMirror, VersionDirectoryProviding {
+    /// The store of its versions directory, when it keeps versions.
+    public var keptVersions: (store: VersionStore, now: @Sendable () -> Int64)? {
+        guard let versions else { return nil }
+        return (VersionStore(steps: self, directory: versions.directory, space: { [weak self] in self?.space() }), versions.now)
+    }
+
+    /// The remote file system of the mirror directory: bytes free to an unprivileged
+    /// writer and in all (`df -P -k`); nil when that cannot be read.
+    public func space() -> (free: UInt64, total: UInt64)? {
+        guard let output = try? remote(RemoteScript.plain(target.directory, "exec df -P -k .")), output.status == 0,
+              let line = String(decoding: output.stdout, as: UTF8.self).split(separator: "\n").last else { return nil }
+        // Filesystem 1024-blocks Used Available Capacity% Mounted-on (either name may hold
+        // spaces: the numbers are found from the capacity).
+        let fields = line.split(separator: " ")
+        guard let capacity = fields.lastIndex(where: { $0.hasSuffix("%") }), capacity >= 3,
+              let total = UInt64(fields[capacity - 3]), let free = UInt64(fields[capacity - 1]) else { return nil }
+        return (free * 1024, total * 1024)
+    }
+}
