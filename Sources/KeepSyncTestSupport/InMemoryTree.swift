@@ -105,13 +105,16 @@ public final class InMemoryTree: FileAccessorProviding {
     /// Called before each operation; a returned error is thrown instead of doing it.
     public let failure = Mutex<(@Sendable (Operation, RelativePath) -> KeepSyncError?)?>(nil)
 
-    /// An empty tree whose root directory exists.
-    public init(device: UInt64 = 1, reportsBirthTime: Bool = true, reportsGeneration: Bool = false, syncfsReaches: Bool = true) {
+    /// An empty tree whose root directory exists. `inodesAfter`: its inode numbers start
+    /// past it (two trees modelling two roots of one file system get ranges of their own).
+    public init(device: UInt64 = 1, reportsBirthTime: Bool = true, reportsGeneration: Bool = false, syncfsReaches: Bool = true,
+                inodesAfter: UInt64 = 100) {
         self.device = device
         self.syncfsReaches = syncfsReaches
         self.reportsBirthTime = reportsBirthTime
         self.reportsGeneration = reportsGeneration
         state.withLock { s in
+            s.nextInode = inodesAfter
             s.nodes[.root] = Node(kind: .directory, mode: 0o755, mtime: Timespec(seconds: 1, nanoseconds: 0),
                                   ctime: Timespec(seconds: 1, nanoseconds: 0), inode: 2, content: [], target: [])
         }

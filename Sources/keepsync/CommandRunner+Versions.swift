@@ -4,14 +4,19 @@ import KeepSyncLinux
 extension CommandRunner {
     // MARK: versions, restore
 
-    /// The mirror's versions directory, read through the mirror's own steps; versions on or
+    /// The mirror's versions directory, read through the mirror's own steps, or its own
+    /// when it is elsewhere (nil when that is not there yet: nothing kept); versions on or
     /// off (what was kept stays until removed by hand). Remote mirrors keep none: exit 2.
-    func versionStore(_ settings: Settings, command: String) throws -> VersionStore {
+    func versionStore(_ settings: Settings, command: String) throws -> VersionStore? {
         if settings.remote != nil { throw KeepSyncError(.configuration, "\(command): remote mirrors keep no versions yet") }
         guard HostPaths.stat(settings.mirror)?.kind == .directory else {
             throw KeepSyncError(.io, "\(command): mirror \(HostPaths.display(settings.mirror)) does not exist or is not a directory")
         }
-        return VersionStore(steps: try AtomicFileAccessor(rootPath: settings.mirror), directory: settings.versionsDirectory)
+        guard let elsewhere = settings.versionsElsewhere else {
+            return VersionStore(steps: try AtomicFileAccessor(rootPath: settings.mirror), directory: settings.versionsDirectory)
+        }
+        guard HostPaths.stat(elsewhere) != nil else { return nil }
+        return VersionStore(steps: try AtomicFileAccessor(rootPath: elsewhere), directory: .root)
     }
 
     /// PATH below the source root: as given, or absolute inside the source.
@@ -24,7 +29,7 @@ extension CommandRunner {
     func versions(_ settings: Settings) throws -> ExitCode {
         let store = try versionStore(settings, command: "versions")
         let path = try sourcePath(settings.invocation.path ?? [], settings)
-        return try VersionsCommand(store: store, zone: HostTime.zone)
+        return try VersionsCommand(store: store, zone: HostTime.zone, elsewhere: settings.versionsElsewhere)
             .list(under: path, json: settings.invocation.json, output: LogSink.writeOut)
     }
 
@@ -46,6 +51,9 @@ extension CommandRunner {
             if SettingsResolver.isWithin(directory, settings.mirror) {
                 throw KeepSyncError(.configuration, "--to \(shown): must not be inside the mirror")
             }
+            if let elsewhere = settings.versionsElsewhere, SettingsResolver.isWithin(directory, elsewhere) {
+                throw KeepSyncError(.configuration, "--to \(shown): must not be inside the versions directory")
+            }
             (root, target) = (directory, RelativePath(bytes: path.name))
         } else {
             guard HostPaths.stat(settings.source)?.kind == .directory else {
@@ -53,7 +61,8 @@ extension CommandRunner {
             }
             (root, target) = (settings.source, path)
         }
-        let restore = VersionRestore(mirror: store.steps, target: try AtomicFileAccessor(rootPath: root),
+        // No versions directory yet: nothing to read (no version is found).
+        let restore = VersionRestore(mirror: store?.steps ?? AbsentTree(), target: try AtomicFileAccessor(rootPath: root),
                                      directoryMode: 0o777 & ~HostTime.umask())
         let at = invocation.at.map { $0.resolved(now: HostTime.now(), zone: HostTime.zone) }
         let destination = invocation.restoreInto == nil ? nil : ByteEscaping.escape(root + [0x2F] + target.bytes)

@@ -41,20 +41,47 @@ extension LimitedMirrorTests {
 }
 
 extension LimitedMirrorTests {
-    @Test("a 16 MiB file system filled to its last 5 % beside the mirror: the next sync removes the oldest versions until it is out of it, with one warning, and keeps the mirror whole")
-    func versionsNeverTakeTheLastFivePercent() throws {
+    @Test("a versions directory beside the mirror on the same disk: the replaced file (linked, or moved on exFAT) and the deleted directory land there, none in the mirror", arguments: LoopMount.Kind.allCases)
+    func versionsElsewhereOnTheDisk(_ kind: LoopMount.Kind) throws {
+        let pair = try Pair(kind)
+        let s = pair.sandbox.source, versions = pair.disk.path / "versions"
+        try FS.mkdirs(s / "docs")
+        try FS.mkdirs(s / "old")
+        try FS.writeFile(s / "docs/report.odt", "one")
+        try FS.writeFile(s / "old/a.txt", "a")
+        let keep: [any CommandArgument] = ["--keep-versions", "30d", "--versions-dir", versions]
+        let first = try pair.sandbox.keepsync(["sync"] + pair.paths + keep)
+        #expect(first.status == 0, "\(kind): \(first)")
+        try FS.overwrite(s / "docs/report.odt", Array("two".utf8))
+        try ScratchDirectory.removeTree(s / "old")
+        let second = try pair.sandbox.keepsync(["sync"] + pair.paths + keep)
+        #expect(second.status == 0, "\(kind): \(second)")
+        #expect(try FS.readFile(pair.mirror / "docs/report.odt") == Array("two".utf8))
+        let docs = ((try? FS.list(versions / "docs")) ?? []).map { String(decoding: $0, as: UTF8.self) }
+        #expect(docs.count == 1 && docs.first.map { $0.hasPrefix("report~") } == true, "\(kind): \(docs)")
+        if let name = docs.first { #expect(try FS.readFile(versions / "docs/\(name)") == Array("one".utf8), "\(kind)") }
+        let old = ((try? FS.list(versions)) ?? []).map { String(decoding: $0, as: UTF8.self) }.first { $0.hasPrefix("old~") }
+        if let old { #expect(try FS.readFile(versions / "\(old)/a.txt") == Array("a".utf8), "\(kind)") } else { Issue.record("\(kind): no old~") }
+        #expect(!FS.exists(pair.mirror / ".keepsync-versions"), "\(kind)")
+        let check = try pair.sandbox.keepsync(["check"] + pair.paths)
+        #expect(check.status == 0 && check.stdoutText == "0 differences\n", "\(kind): \(check)")
+    }
+
+    @Test("a 16 MiB file system filled to its last 5 % beside the mirror: the next sync removes the oldest versions until it is out of it, with one warning, and keeps the mirror whole; with the versions directory in the mirror or beside it", arguments: [false, true])
+    func versionsNeverTakeTheLastFivePercent(elsewhere: Bool) throws {
         let sandbox = try Sandbox()
         let disk = try LoopMount(.tmpfs, sizeMiB: 16)
         defer { disk.destroy() }
         let mirror = disk.path / "mirror"
+        let kept = elsewhere ? disk.path / "versions" : mirror / ".keepsync-versions"
         let paths: [any CommandArgument] = ["--source", sandbox.source, "--mirror", mirror, "--state", sandbox.state,
-                                            "--keep-versions", "30d"]
+                                            "--keep-versions", "30d"] + (elsewhere ? ["--versions-dir", kept] : [])
         for i in 0..<4 { try FS.writeFile(sandbox.source / "f\(i)", FS.pattern(count: 1 << 20, seed: UInt64(i))) }
         #expect(try sandbox.keepsync(["sync"] + paths).status == 0)
         for i in 0..<4 { try FS.overwrite(sandbox.source / "f\(i)", FS.pattern(count: 1 << 20, seed: UInt64(10 + i))) }
         let second = try sandbox.keepsync(["sync"] + paths)
         #expect(second.status == 0, "\(second)")
-        func versions() -> [[UInt8]] { (try? FS.list(mirror / ".keepsync-versions")) ?? [] }
+        func versions() -> [[UInt8]] { (try? FS.list(kept)) ?? [] }
         #expect(versions().count == 4)
 
         // Ballast beside the mirror until less than 5 % is free (400 KiB left).

@@ -1,10 +1,15 @@
 import Testing
 @testable import KeepSyncCore
 
-/// Paths as given (already absolute), files from a dictionary.
+/// Paths as given (already absolute), files from a dictionary, file systems by mount
+/// point (the longest that holds a path; device 1 for the rest).
 struct FakePaths: PathResolving {
     var files: [String: String] = [:]
+    var mounts: [String: UInt64] = [:]
     func resolve(_ path: [UInt8]) -> [UInt8] { path }
+    func fileSystem(_ path: [UInt8]) -> UInt64? {
+        mounts.filter { SettingsResolver.isWithin(path, Array($0.key.utf8)) }.max { $0.key.count < $1.key.count }?.value ?? 1
+    }
     func exists(_ path: [UInt8]) -> Bool { files[String(decoding: path, as: UTF8.self)] != nil }
     func read(_ path: [UInt8]) throws -> [UInt8] {
         guard let text = files[String(decoding: path, as: UTF8.self)] else {
@@ -120,7 +125,7 @@ struct SettingsResolverTests {
     @Test("--versions-dir deeper in the mirror is refused: a directory removed above it would take the versions along")
     func versionsDirectoryDeeper() {
         #expect(message { try resolver().settings(keeping("1w", dir: "/backup/a/b/versions")) }
-                == "configuration: --versions-dir /backup/a/b/versions: must be directly inside the mirror (/backup/NAME)")
+                == "configuration: --versions-dir /backup/a/b/versions: must be directly inside the mirror (/backup/NAME) or outside it")
     }
 
     @Test("config keys keep_versions and versions_dir resolve the same way, and flags win")
@@ -128,7 +133,8 @@ struct SettingsResolverTests {
         let files = ["/c": "source = /data\nmirror = /backup\nkeep_versions = 2w\nversions_dir = ~/../../backup/.v\n"]
         let file = Invocation(command: .sync, configFile: Array("/c".utf8))
         // FakePaths keeps `..`, so `~/../../backup/.v` (/home/u/../../backup/.v) is not trusted to be inside.
-        #expect(message { try resolver(files).settings(file) }?.hasPrefix("configuration: --versions-dir /home/u/../../backup/.v: must be inside") == true)
+        #expect(message { try resolver(files).settings(file) }
+                == "configuration: --versions-dir /home/u/../../backup/.v: '..' is not taken; name the directory itself")
         let good = ["/c": "source = /data\nmirror = /backup\nkeep_versions = 2w\nversions_dir = /backup/.v\n"]
         #expect(try resolver(good).settings(file).versions == VersionSettings(keepSeconds: 1_209_600, directory: RelativePath(".v")))
         var flags = file
@@ -139,23 +145,51 @@ struct SettingsResolverTests {
         #expect(try resolver(good).settings(flags).versions == VersionSettings(keepSeconds: 60, directory: RelativePath("w")))
     }
 
-    @Test("a versions directory outside the mirror, the mirror itself, or in the state directory is refused")
+    @Test("--versions-dir elsewhere on the mirror's file system is kept by its absolute path, versions on or off; the default name in the mirror stays reserved")
+    func versionsDirectoryElsewhere() throws {
+        for dir in ["/srv/versions", "/srv/versions/", "/srv//./versions", "/backupv", "/home/u/v"] {
+            let on = try resolver().settings(keeping("30d", dir: dir))
+            let path = dir.hasPrefix("/srv") ? "/srv/versions" : dir
+            #expect(on.versions == VersionSettings(keepSeconds: 2_592_000, elsewhere: Array(path.utf8)), "\(dir)")
+            #expect(on.versions?.directory == .root && on.versionsElsewhere == Array(path.utf8), "\(dir)")
+            #expect(on.versionsDirectory == RelativePath(".keepsync-versions")
+                    && on.excludes.matches(RelativePath(".keepsync-versions"), isDirectory: true), "\(dir)")
+            let off = try resolver().settings(keeping("0", dir: dir))
+            #expect(off.versions == nil && off.versionsElsewhere == Array(path.utf8), "\(dir)")
+        }
+        // Not there yet, below a directory on the mirror's file system: taken (made at start).
+        let mounts: [String: UInt64] = ["/media/usb": 7]
+        let usb = SettingsResolver(environment: [:], home: Array("/home/u".utf8), paths: FakePaths(mounts: mounts))
+        var inv = keeping("30d", dir: "/media/usb/versions/new", mirror: "/media/usb/mirror")
+        #expect(try usb.settings(inv).versionsElsewhere == Array("/media/usb/versions/new".utf8))
+        inv.versionsDirectory = Array("/srv/versions".utf8)
+        #expect(message { try usb.settings(inv) }
+                == "configuration: --versions-dir /srv/versions: is on another file system than the mirror (/media/usb/mirror); "
+                + "versions are hard links and renames, which stay on one file system")
+        // Versions off: nothing refused, nothing read elsewhere.
+        inv.keepVersionsSeconds = 0
+        let off = try usb.settings(inv)
+        #expect(off.versions == nil && off.versionsElsewhere == nil)
+    }
+
+    @Test("a versions directory that is the mirror, holds it, is in or holds the source or the state directory, or names '..' is refused")
     func versionsDirectoryRefused() {
-        #expect(message { try resolver().settings(keeping("30d", dir: "/elsewhere/v")) }
-                == "configuration: --versions-dir /elsewhere/v: must be inside the mirror (/backup); "
-                + "a versions directory elsewhere on the mirror's file system is not supported yet")
-        #expect(message { try resolver().settings(keeping("30d", dir: "/backupv")) }?
-            .hasPrefix("configuration: --versions-dir /backupv: must be inside the mirror (/backup)") == true)
-        #expect(message { try resolver().settings(keeping("30d", dir: "/")) }?
-            .hasPrefix("configuration: --versions-dir /: must be inside the mirror (/backup)") == true)
-        #expect(message { try resolver().settings(keeping("30d", dir: "/data/v")) }?
-            .hasPrefix("configuration: --versions-dir /data/v: must be inside the mirror") == true)
-        #expect(message { try resolver().settings(keeping("30d", dir: "/backup")) }
-                == "configuration: --versions-dir /backup: must be a directory inside the mirror, not the mirror itself")
-        #expect(message { try resolver().settings(keeping("30d", dir: "/backup/")) }
-                == "configuration: --versions-dir /backup/: must be a directory inside the mirror, not the mirror itself")
-        #expect(message { try resolver().settings(keeping("30d", dir: "/backup/../etc")) }?
-            .hasPrefix("configuration: --versions-dir /backup/../etc: must be inside the mirror (/backup)") == true)
+        let refused = [
+            ("/backup", "must be a directory inside the mirror, not the mirror itself"),
+            ("/backup/", "must be a directory inside the mirror, not the mirror itself"),
+            ("/", "must not be inside the source or hold it (/data)"),
+            ("/data/v", "must not be inside the source or hold it (/data)"),
+            ("/backup/../etc", "'..' is not taken; name the directory itself"),
+        ]
+        for (dir, why) in refused {
+            #expect(message { try resolver().settings(keeping("30d", dir: dir)) } == "configuration: --versions-dir \(dir): \(why)")
+        }
+        #expect(message { try resolver().settings(keeping("30d", dir: "/srv", mirror: "/srv/m")) }
+                == "configuration: --versions-dir /srv: must not hold the mirror (/srv/m)")
+        #expect(message { try resolver().settings(keeping("30d", dir: "/st/v", state: "/st")) }
+                == "configuration: --versions-dir /st/v: must not be inside the state directory or hold it (/st)")
+        #expect(message { try resolver().settings(keeping("30d", dir: "/st", state: "/st/state")) }
+                == "configuration: --versions-dir /st: must not be inside the state directory or hold it (/st/state)")
         // A state directory holding the mirror: versions may not go into it through the mirror.
         #expect(message { try resolver().settings(keeping("30d", dir: "/st/m/v", mirror: "/st/m", state: "/st")) }
                 == "configuration: --versions-dir /st/m/v: must not be inside the state directory or hold it (/st)")

@@ -106,7 +106,7 @@ struct VersionKeepingStepsCoreTests {
             mirror.tracksDurability()
             let local: LocalMirror
             if order == "keeper above" {
-                local = LocalMirror(mirror, limits: limits, versions: (RelativePath(".keepsync-versions"), { 1_796_607_000 }, nil))
+                local = LocalMirror(mirror, limits: limits, versions: (.inMirror(RelativePath(".keepsync-versions")), { 1_796_607_000 }, nil))
             } else {
                 local = LocalMirror(EntrySyncedSteps(VersionKeepingSteps(mirror, directory: RelativePath(".keepsync-versions"),
                                                                           now: { 1_796_607_000 })), limits: limits)

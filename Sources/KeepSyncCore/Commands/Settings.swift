@@ -22,6 +22,9 @@ public struct Settings: Sendable {
     /// The versions directory keepsync leaves alone whether versions are on or off (its
     /// own exclude, both sides): versions kept before stay until removed by hand.
     public var versionsDirectory: RelativePath = VersionSettings.defaultDirectory
+    /// The versions directory's absolute path when `versions_dir` names one outside the
+    /// mirror, versions on or off (`keepsync versions` and `restore` read it).
+    public var versionsElsewhere: [UInt8]?
 
     /// Resolved settings.
     public init(configuration: Configuration, invocation: Invocation, source: [UInt8], mirror: [UInt8], state: [UInt8],

@@ -72,25 +72,34 @@ public struct SettingsResolver: Sendable {
             throw KeepSyncError(.configuration, "--state \(Self.display(state)) must not be inside the source or the mirror")
         }
         let versions = try versions(config, source: source, mirror: mirror, state: state, remote: remote)
-        // The versions directory is never watched, compared, copied over or deleted, with
-        // versions on or off: an exclude of its own, on both sides. Off, a `versions_dir`
-        // given inside the mirror is that directory.
-        let reserved = versions?.directory
+        // The versions directory in the mirror is never watched, compared, copied over or
+        // deleted, with versions on or off: an exclude of its own, on both sides. Off, a
+        // `versions_dir` given is that directory; with one elsewhere, the default name
+        // stays reserved (versions kept there before stay until removed by hand).
+        let place = versions.map { VersionsPlace(directory: $0.directory, elsewhere: $0.elsewhere) }
             ?? (remote == nil ? try? versionsDirectory(config, source: source, mirror: mirror, state: state) : nil)
-            ?? VersionSettings.defaultDirectory
+        let reserved = place.flatMap { $0.elsewhere == nil ? $0.directory : nil } ?? VersionSettings.defaultDirectory
         let excludes = try ExcludeMatcher(patterns: config.excludes + [ExcludeMatcher.literal(reserved)])
         var settings = Settings(configuration: config, invocation: invocation, source: source, mirror: mirror, state: state,
                                 excludes: excludes, configFile: configPath)
         settings.remote = remote
         settings.versions = versions
         settings.versionsDirectory = reserved
+        settings.versionsElsewhere = place?.elsewhere
         return settings
     }
 
+    /// A versions directory as resolved: below the mirror root, or elsewhere (absolute;
+    /// `directory` is then `.root`).
+    struct VersionsPlace {
+        var directory: RelativePath
+        var elsewhere: [UInt8]?
+    }
+
     /// The versions to keep: nil when `keep_versions` is 0; refused for a `versions_dir`
-    /// given with a remote mirror (it keeps them in the default directory), and for one that is not strictly inside a local mirror or that lies in,
-    /// or holds, the source or the state directory. The directory is checked only when
-    /// versions are on.
+    /// given with a remote mirror (it keeps them in the default directory) and for one
+    /// that `versionsDirectory` refuses. The directory is checked only
+    /// when versions are on.
     func versions(_ config: Configuration, source: [UInt8], mirror: [UInt8], state: [UInt8],
                   remote: RemoteTarget?) throws -> VersionSettings? {
         guard config.keepVersionsSeconds > 0 else { return nil }
@@ -101,34 +110,50 @@ public struct SettingsResolver: Sendable {
             }
             return VersionSettings(keepSeconds: Int64(config.keepVersionsSeconds))
         }
-        return VersionSettings(keepSeconds: Int64(config.keepVersionsSeconds),
-                               directory: try versionsDirectory(config, source: source, mirror: mirror, state: state))
+        let place = try versionsDirectory(config, source: source, mirror: mirror, state: state)
+        let keep = Int64(config.keepVersionsSeconds)
+        return place.elsewhere.map { VersionSettings(keepSeconds: keep, elsewhere: $0) }
+            ?? VersionSettings(keepSeconds: keep, directory: place.directory)
     }
 
-    /// `versions_dir` relative to a local mirror's root (the default when not given),
-    /// checked as `versions` says.
-    func versionsDirectory(_ config: Configuration, source: [UInt8], mirror: [UInt8], state: [UInt8]) throws -> RelativePath {
-        guard let raw = config.versionsDirectory else { return VersionSettings.defaultDirectory }
-        let directory = paths.resolve(raw)
-        let d = Self.display(directory)
+    /// `versions_dir` (the default when not given) for a local mirror: directly inside it
+    /// (relative to its root), or elsewhere on its file system (absolute). Refused: the
+    /// mirror itself, deeper inside it, a directory holding it, one in or holding the
+    /// source or the state directory, one on another file system than the mirror (device
+    /// numbers of each, or of its nearest existing ancestor: a directory not there yet is
+    /// made at start, 0700).
+    func versionsDirectory(_ config: Configuration, source: [UInt8], mirror: [UInt8], state: [UInt8]) throws -> VersionsPlace {
+        guard let raw = config.versionsDirectory else { return VersionsPlace(directory: VersionSettings.defaultDirectory) }
+        let resolved = paths.resolve(raw)
+        let d = Self.display(resolved)
         func refuse(_ why: String) -> KeepSyncError { KeepSyncError(.configuration, "--versions-dir \(d): \(why)") }
-        let outside = refuse("must be inside the mirror (\(Self.display(mirror))); "
-                             + "a versions directory elsewhere on the mirror's file system is not supported yet")
-        guard Self.isWithin(directory, mirror) else { throw outside }
-        // Resolved paths hold no `.` or `..`; a resolver that left some is not trusted to be inside.
-        let below = mirror == [0x2F] ? directory : Array(directory[mirror.count...])
-        let components = below.split(separator: 0x2F).filter { !$0.elementsEqual([0x2E]) }
-        if components.contains(where: { $0.elementsEqual([0x2E, 0x2E]) }) { throw outside }
-        if components.isEmpty { throw refuse("must be a directory inside the mirror, not the mirror itself") }
-        // Deeper, a source directory removed above it would take the versions with it.
-        if components.count > 1 { throw refuse("must be directly inside the mirror (\(Self.display(mirror))/NAME)") }
+        // Resolved paths hold no `.` or `..`; a resolver that left some is not trusted.
+        let components = resolved.split(separator: 0x2F).filter { !$0.elementsEqual([0x2E]) }
+        if components.contains(where: { $0.elementsEqual([0x2E, 0x2E]) }) { throw refuse("'..' is not taken; name the directory itself") }
+        let directory = components.isEmpty ? [0x2F] : components.reduce(into: [UInt8]()) { $0 += [0x2F] + $1 }
+        let m = Self.display(mirror)
+        if directory == mirror {
+            throw refuse("must be a directory inside the mirror, not the mirror itself")
+        }
         if Self.isWithin(directory, source) || Self.isWithin(source, directory) {
             throw refuse("must not be inside the source or hold it (\(Self.display(source)))")
         }
         if Self.isWithin(directory, state) || Self.isWithin(state, directory) {
             throw refuse("must not be inside the state directory or hold it (\(Self.display(state)))")
         }
-        return RelativePath(bytes: Array(components.joined(separator: [0x2F])))
+        if Self.isWithin(directory, mirror) {
+            // Deeper, a source directory removed above it would take the versions with it.
+            if components.count > mirror.split(separator: 0x2F).count + 1 {
+                throw refuse("must be directly inside the mirror (\(m)/NAME) or outside it")
+            }
+            return VersionsPlace(directory: RelativePath(bytes: Array(components.last!)))
+        }
+        if Self.isWithin(mirror, directory) { throw refuse("must not hold the mirror (\(m))") }
+        if let here = paths.fileSystem(directory), let there = paths.fileSystem(mirror), here != there {
+            throw refuse("is on another file system than the mirror (\(m)); versions are hard links and renames, "
+                         + "which stay on one file system")
+        }
+        return VersionsPlace(directory: .root, elsewhere: directory)
     }
 
     /// True when `inner` is `outer` or below it (absolute paths).

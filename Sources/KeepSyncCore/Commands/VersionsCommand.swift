@@ -1,23 +1,29 @@
 /// `keepsync versions [PATH]` and `keepsync restore PATH`, over a mirror's versions
 /// directory (SPEC "Versions").
 public struct VersionsCommand: Sendable {
-    /// The versions directory.
-    public let store: VersionStore
+    /// The versions directory; nil when there is none yet (nothing was kept).
+    public let store: VersionStore?
     /// The local time zone (`versions` prints local times).
     public let zone: LocalZone
+    /// The versions directory's absolute path when it is outside the mirror: `--json`
+    /// names each version by its absolute path (in the mirror, relative to its root).
+    public let elsewhere: [UInt8]?
 
     /// The command over `store`, times printed in `zone`.
-    public init(store: VersionStore, zone: LocalZone) {
+    public init(store: VersionStore?, zone: LocalZone, elsewhere: [UInt8]? = nil) {
         self.store = store
         self.zone = zone
+        self.elsewhere = elsewhere
     }
 
     /// `versions`: one line per version of `path` or below, newest first, or a JSON array.
     public func list(under path: RelativePath, json: Bool, output: (String) -> Void) throws -> ExitCode {
-        let versions = try VersionListing.versions(under: path, in: store)
-        let sized = try versions.map { (version: $0, bytes: try VersionListing.bytes(of: $0, in: store.steps)) }
+        let sized = try store.map { store in
+            try VersionListing.versions(under: path, in: store)
+                .map { (version: $0, bytes: try VersionListing.bytes(of: $0, in: store.steps)) }
+        } ?? []
         if json {
-            output(VersionListing.json(sized))
+            output(VersionListing.json(sized, elsewhere: elsewhere))
         } else {
             for (version, bytes) in sized { output(VersionListing.line(version, bytes: bytes, zone: zone) + "\n") }
         }
@@ -29,7 +35,7 @@ public struct VersionsCommand: Sendable {
     /// source); a line saying what and from when. Exit 1 naming `path` when there is none.
     public func restore(_ path: RelativePath, at: Int64?, with restore: VersionRestore, as target: RelativePath,
                         force: Bool, destination: String?, output: (String) -> Void) throws -> ExitCode {
-        guard let version = try VersionListing.newest(of: path, at: at, in: store) else {
+        guard let version = try store.flatMap({ try VersionListing.newest(of: path, at: at, in: $0) }) else {
             let when = at.map { " at or before \(VersionTime.local($0, zone: zone))" } ?? ""
             throw KeepSyncError(.notFound, "restore: no version of \(path.escaped)\(when)")
         }

@@ -80,7 +80,7 @@ public enum OptionTable {
         Option(flag: "--keep-versions", value: "duration",
                help: "Keep what the source replaced or deleted this long:\n30d, 12h, 90s (s, m, h, d or w); 0 turns it off.",
                fallback: ConfigFileParser.durationText(Configuration.defaultKeepVersionsSeconds), completion: .none),
-        Option(flag: "--versions-dir", value: "dir", help: "Where versions are kept, inside the mirror.",
+        Option(flag: "--versions-dir", value: "dir", help: "Where versions are kept: directly inside the mirror,\nor elsewhere on its file system.",
                fallback: "MIRROR/\(VersionSettings.defaultDirectoryName)", completion: .directory),
         Option(flag: "--verify-interval", value: "sec",
                help: "run: a full pass this often, repairing what changed in\nthe mirror behind its back; 0 turns it off.",

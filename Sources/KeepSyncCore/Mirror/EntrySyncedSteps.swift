@@ -62,12 +62,24 @@ public final class EntrySyncedSteps: FileAccessorProviding {
     public func rename(_ from: RelativePath, to: RelativePath) throws {
         try noting(from.parent, to.parent, to) { try base.rename(from, to: to) }
     }
-    /// Sets mode and/or mtime: the entry's own inode is owed.
     /// `link` (the new name's directory owed).
     public func link(_ from: RelativePath, to: RelativePath) throws {
         try noting(to.parent, to) { try base.link(from, to: to) }
     }
+    /// A link from another root: the new name's directory is owed here. (The origin's
+    /// entries are untouched: a link removes no name there.)
+    public func link(_ from: RelativePath, in origin: any FileAccessorProviding, to: RelativePath) throws {
+        try noting(to.parent, to) { try base.link(from, in: origin, to: to) }
+    }
+    /// A move from another root: the new name's directory, and what moved, are owed here;
+    /// the origin's directory is owed by the origin's steps (see `VersionKeepingSteps`).
+    public func rename(_ from: RelativePath, in origin: any FileAccessorProviding, to: RelativePath) throws {
+        try noting(to.parent, to) { try base.rename(from, in: origin, to: to) }
+    }
+    /// The steps below.
+    public var innermost: any FileAccessorProviding { base.innermost }
 
+    /// Sets mode and/or mtime: the entry's own inode is owed.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
         try noting(path) { try base.setAttributes(path, mode: mode, mtime: mtime) }
     }

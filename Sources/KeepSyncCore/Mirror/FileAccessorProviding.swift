@@ -17,6 +17,16 @@ public protocol FileAccessorProviding: VersionDirectoryProviding {
     /// `to`), never following a symlink. Throws `.unsupported` where the file system has
     /// no hard links.
     func link(_ from: RelativePath, to: RelativePath) throws
+    /// `link` across two roots of one file system: the file or symlink at `from` below
+    /// `origin`'s root gets a second name `to` below this one (nothing is at `to`).
+    /// `.unsupported` where there are no hard links, or `origin` is steps of another kind.
+    func link(_ from: RelativePath, in origin: any FileAccessorProviding, to: RelativePath) throws
+    /// `rename` across two roots of one file system: the entry at `from` below `origin`'s
+    /// root (a directory with its tree) moves to `to` below this one (nothing is at `to`).
+    func rename(_ from: RelativePath, in origin: any FileAccessorProviding, to: RelativePath) throws
+    /// The steps that reach the files, below any decorator (`EntrySyncedSteps`,
+    /// `VersionKeepingSteps`): what a cross-root call reaches `origin`'s root through.
+    var innermost: any FileAccessorProviding { get }
     /// Sets permission bits and/or modification time of a file or directory.
     func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws
     /// Group commit, step 1: writes `source` into a temp file next to `path` with its
@@ -51,6 +61,19 @@ extension FileAccessorProviding {
     public func link(_ from: RelativePath, to: RelativePath) throws {
         throw KeepSyncError(.unsupported, "link: no hard links here", path: from)
     }
+
+    /// No second root reachable from here.
+    public func link(_ from: RelativePath, in origin: any FileAccessorProviding, to: RelativePath) throws {
+        throw KeepSyncError(.unsupported, "link: no other root reachable from here", path: from)
+    }
+
+    /// No second root reachable from here.
+    public func rename(_ from: RelativePath, in origin: any FileAccessorProviding, to: RelativePath) throws {
+        throw KeepSyncError(.unsupported, "rename: no other root reachable from here", path: from)
+    }
+
+    /// Itself: no decorator.
+    public var innermost: any FileAccessorProviding { self }
 
     /// Nothing: the barrier (syncfs) covers everything.
     public func willRecord(_ path: RelativePath) {}

@@ -17,14 +17,24 @@ public struct LocalMirror: MirrorProviding {
     /// A mirror over `steps`; where `limits` say `syncfs` does not reach, over
     /// `EntrySyncedSteps` of them (copies of this mirror share it: make one, and hand it
     /// to everyone who writes to this mirror). With `versions`, what a replace or removal
-    /// would lose is kept in that directory, tagged with `now` (`VersionKeepingSteps`,
-    /// above the entry-synced steps: its links and moves are owed the same barriers).
+    /// would lose is kept in their directory, tagged with `now` (`VersionKeepingSteps`,
+    /// above the entry-synced steps: its links and moves are owed the same barriers; a
+    /// directory elsewhere gets entry-synced steps of its own where the mirror's do).
     public init(_ steps: any FileAccessorProviding, limits: MirrorLimits = .none, changedCopyRetries: Int = 5,
-                versions: (directory: RelativePath, now: @Sendable () -> Int64,
+                versions: (directory: VersionsDirectory, now: @Sendable () -> Int64,
                            space: (@Sendable () -> (free: UInt64, total: UInt64)?)?)? = nil) {
         let synced = limits.syncfsReaches || steps is EntrySyncedSteps || steps is VersionKeepingSteps
             ? steps : EntrySyncedSteps(steps)
-        self.steps = versions.map { VersionKeepingSteps(synced, directory: $0.directory, now: $0.now, space: $0.space) } ?? synced
+        self.steps = versions.map { v -> any FileAccessorProviding in
+            switch v.directory {
+            case .inMirror(let directory):
+                return VersionKeepingSteps(synced, directory: directory, now: v.now, space: v.space)
+            case .elsewhere(let root):
+                let entrySynced = synced is EntrySyncedSteps
+                return VersionKeepingSteps(synced, elsewhere: entrySynced ? EntrySyncedSteps(root) : root,
+                                           coveredByBase: !entrySynced, now: v.now, space: v.space)
+            }
+        } ?? synced
         self.limits = limits
         self.changedCopyRetries = changedCopyRetries
     }

@@ -5,18 +5,34 @@ import Synchronization
 /// symlink gets a second name in the versions directory (`link`: no byte copied, never
 /// a moment without a file at the name; where the file system has no hard links it is
 /// renamed there first); a removed entry, a directory with its whole tree, is renamed
-/// there. Attributes, new names and temp files go straight through. Every step of a
-/// version goes through `base`, so the barrier that covers the change covers its version
-/// (on FUSE `base` is the `EntrySyncedSteps` that owes the versions' entries an fsync).
+/// there. Attributes, new names and temp files go straight through.
+///
+/// The versions directory is a directory of the mirror, reached through `base`; or the
+/// root of steps of its own elsewhere on the mirror's file system (`versions`), reached
+/// by the cross-root `link`/`rename` (one `linkat`/`renameat` between the two roots).
+/// Either way the barrier that covers the change covers its version: in the mirror every
+/// step goes through `base` (on FUSE the `EntrySyncedSteps` that owes the versions'
+/// entries an fsync); elsewhere the versions' own barrier runs first, unless the mirror's
+/// covers them (one `syncfs` of their one file system).
 public final class VersionKeepingSteps: FileAccessorProviding {
     /// The steps underneath.
     public let base: any FileAccessorProviding
-    /// The versions directory, relative to the mirror root.
+    /// The steps the versions directory is reached through: `base` when it is in the
+    /// mirror, else steps rooted at it.
+    public let versions: any FileAccessorProviding
+    /// The versions directory, relative to the root of `versions`: a directory below the
+    /// mirror root, or the root itself when it is elsewhere.
     public let directory: RelativePath
     /// The time now, seconds since the epoch (UTC): the versions' tags.
     public let now: @Sendable () -> Int64
     /// The mirror's file system's free and total bytes (`VersionStore.space`).
     public let space: (@Sendable () -> (free: UInt64, total: UInt64)?)?
+    /// The versions directory below the mirror root, which replaces and removals leave
+    /// alone; nil when it is elsewhere.
+    private let reserved: RelativePath?
+    /// `barrier` runs the versions' own barrier too (elsewhere, where the mirror's does not
+    /// reach them).
+    private let versionsBarrier: Bool
 
     private struct State {
         /// False once a link was refused (`.unsupported`): replaced files are moved aside.
@@ -28,14 +44,31 @@ public final class VersionKeepingSteps: FileAccessorProviding {
     /// Held while a version's name is chosen and taken (two in one second get `-2`).
     private let naming = Mutex<Void>(())
 
-    /// Versions kept under `directory`, tagged with `now`.
+    /// Versions kept under `directory`, a directory of the mirror, tagged with `now`.
     public init(_ base: any FileAccessorProviding, directory: RelativePath, now: @escaping @Sendable () -> Int64,
                 space: (@Sendable () -> (free: UInt64, total: UInt64)?)? = nil) {
         precondition(!directory.isRoot, "the versions directory is below the mirror root")
         self.base = base
+        self.versions = base
         self.directory = directory
         self.now = now
         self.space = space
+        reserved = directory
+        versionsBarrier = false
+    }
+
+    /// Versions kept at the root of `versions`, steps rooted elsewhere on the mirror's file
+    /// system, tagged with `now`. `coveredByBase`: the mirror's barrier makes them durable
+    /// too (`syncfs`); else `barrier` runs theirs first (FUSE: `versions` are entry-synced).
+    public init(_ base: any FileAccessorProviding, elsewhere versions: any FileAccessorProviding, coveredByBase: Bool,
+                now: @escaping @Sendable () -> Int64, space: (@Sendable () -> (free: UInt64, total: UInt64)?)? = nil) {
+        self.base = base
+        self.versions = versions
+        self.directory = .root
+        self.now = now
+        self.space = space
+        reserved = nil
+        versionsBarrier = !coveredByBase
     }
 
     /// Versions kept by a second name, and by a move (removals, and replaces where links fail).
@@ -47,7 +80,7 @@ public final class VersionKeepingSteps: FileAccessorProviding {
     /// `replacing` is false) as a version; nothing when nothing is there. `replacing`: the
     /// name is about to get new content, so it keeps its file until then (a link).
     private func keep(_ path: RelativePath, replacing: Bool) throws {
-        if path.isWithin(directory) || directory.isWithin(path) { return }
+        if let reserved, path.isWithin(reserved) || reserved.isWithin(path) { return }
         guard let stat = try base.stat(path) else { return }
         switch stat.kind {
         case .regular, .symlink: break
@@ -58,23 +91,35 @@ public final class VersionKeepingSteps: FileAccessorProviding {
             let target = try place(path, isDirectory: stat.kind == .directory)
             if replacing && state.withLock({ $0.links }) {
                 do {
-                    try base.link(path, to: target)
+                    try linkAside(path, to: target)
                     state.withLock { $0.linked += 1 }
                     return
                 } catch let error as KeepSyncError where error.code == .unsupported {
                     state.withLock { $0.links = false }
                 }
             }
-            try base.rename(path, to: target)
+            try moveAside(path, to: target)
             state.withLock { $0.moved += 1 }
         }
+    }
+
+    /// A second name at `target` in the versions directory for the mirror's `path`.
+    private func linkAside(_ path: RelativePath, to target: RelativePath) throws {
+        if reserved == nil { try versions.link(path, in: base, to: target) } else { try base.link(path, to: target) }
+    }
+
+    /// The mirror's `path` moved to `target` in the versions directory. Elsewhere, the
+    /// mirror's directory is owed by the step that follows (a publish, a symlink, a rename
+    /// onto the name, a removal: each notes the name's directory in the entry-synced steps).
+    private func moveAside(_ path: RelativePath, to target: RelativePath) throws {
+        if reserved == nil { try versions.rename(path, in: base, to: target) } else { try base.rename(path, to: target) }
     }
 
     /// A free name for a version of `path` now: its directories made in the versions
     /// directory, the tag's sequence past the names taken.
     private func place(_ path: RelativePath, isDirectory: Bool) throws -> RelativePath {
         var parent = directory
-        try makeDirectoryIfMissing(parent)
+        if !parent.isRoot { try makeDirectoryIfMissing(parent) }
         for component in (path.parent ?? .root).components {
             parent = parent.appending(component)
             try makeDirectoryIfMissing(parent)
@@ -84,19 +129,19 @@ public final class VersionKeepingSteps: FileAccessorProviding {
         while true {
             let candidate = parent.appending(VersionName(original: path.name, seconds: seconds, sequence: sequence,
                                                          isDirectory: isDirectory).bytes)
-            if try base.stat(candidate) == nil { return candidate }
+            if try versions.stat(candidate) == nil { return candidate }
             sequence += 1
         }
     }
 
     private func makeDirectoryIfMissing(_ path: RelativePath) throws {
-        if let stat = try base.stat(path) {
+        if let stat = try versions.stat(path) {
             guard stat.kind == .directory else {
                 throw KeepSyncError(.conflict, "the versions directory holds something else here", path: path)
             }
             return
         }
-        _ = try base.makeDirectory(path, mode: 0o700)
+        _ = try versions.makeDirectory(path, mode: 0o700)
     }
 
     // MARK: Steps that replace or remove
@@ -126,7 +171,7 @@ public final class VersionKeepingSteps: FileAccessorProviding {
 
     /// Moved into the versions directory whole (one rename); inside it, removed.
     public func remove(_ path: RelativePath) throws {
-        if path.isWithin(directory) { return try base.remove(path) }
+        if let reserved, path.isWithin(reserved) { return try base.remove(path) }
         try keep(path, replacing: false)
         // What is left: an entry kept no versions of (a special file).
         try base.remove(path)
@@ -154,6 +199,16 @@ public final class VersionKeepingSteps: FileAccessorProviding {
     public func makeDirectory(_ path: RelativePath, mode: UInt32) throws -> FileStat { try base.makeDirectory(path, mode: mode) }
     /// A hard link.
     public func link(_ from: RelativePath, to: RelativePath) throws { try base.link(from, to: to) }
+    /// A hard link from another root.
+    public func link(_ from: RelativePath, in origin: any FileAccessorProviding, to: RelativePath) throws {
+        try base.link(from, in: origin, to: to)
+    }
+    /// A move from another root: no version (nothing is at `to`).
+    public func rename(_ from: RelativePath, in origin: any FileAccessorProviding, to: RelativePath) throws {
+        try base.rename(from, in: origin, to: to)
+    }
+    /// The steps below.
+    public var innermost: any FileAccessorProviding { base.innermost }
     /// Mode and mtime: no version.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
         try base.setAttributes(path, mode: mode, mtime: mtime)
@@ -162,8 +217,13 @@ public final class VersionKeepingSteps: FileAccessorProviding {
     public func stage(_ path: RelativePath, from source: any SourceFile, durable: Bool) throws -> StagedFile {
         try base.stage(path, from: source, durable: durable)
     }
-    /// The barrier (it covers the versions too).
-    public func barrier() throws { try base.barrier() }
+    /// The barrier, covering the versions too: elsewhere, where the mirror's does not reach
+    /// them, theirs first (a cut between the two keeps the old content in the versions
+    /// directory, never loses it).
+    public func barrier() throws {
+        if versionsBarrier { try versions.barrier() }
+        try base.barrier()
+    }
     /// One entry's fsync.
     public func syncEntry(_ path: RelativePath) throws { try base.syncEntry(path) }
     /// A record will claim `path`.

@@ -53,12 +53,14 @@ public enum VersionListing {
     }
 
     /// The JSON array `versions --json` prints, one object a line; paths escaped as in
-    /// `status.json`.
-    public static func json(_ versions: [(version: StoredVersion, bytes: UInt64)]) -> String {
+    /// `status.json`. `"version"` is relative to the mirror root, or absolute when the
+    /// versions directory is `elsewhere` (its absolute path).
+    public static func json(_ versions: [(version: StoredVersion, bytes: UInt64)], elsewhere: [UInt8]? = nil) -> String {
         guard !versions.isEmpty else { return "[]\n" }
         let items = versions.map { v, bytes in
-            "  {\"path\": \(StatusReport.quote(v.original.escaped)), \"time\": \(StatusReport.quote(VersionTime.iso(v.seconds))), "
-                + "\"size\": \(bytes), \"directory\": \(v.isDirectory), \"version\": \(StatusReport.quote(v.path.escaped))}"
+            let at = elsewhere.map { ByteEscaping.escape($0 + [0x2F] + v.path.bytes) } ?? v.path.escaped
+            return "  {\"path\": \(StatusReport.quote(v.original.escaped)), \"time\": \(StatusReport.quote(VersionTime.iso(v.seconds))), "
+                + "\"size\": \(bytes), \"directory\": \(v.isDirectory), \"version\": \(StatusReport.quote(at))}"
         }
         return "[\n" + items.joined(separator: ",\n") + "\n]\n"
     }

@@ -1,6 +1,7 @@
 /// One version in the versions directory.
 public struct StoredVersion: Sendable, Equatable {
-    /// Where it is, relative to the mirror root.
+    /// Where it is, relative to the root of the store's steps (the mirror's, or the
+    /// versions directory's own when it is elsewhere).
     public var path: RelativePath
     /// The path it had, relative to the mirror root (a stem cut short stays cut).
     public var original: RelativePath
@@ -29,9 +30,10 @@ public protocol VersionKeepingMirror: MirrorProviding {
 
 /// The versions directory of a mirror, read and thinned through the mirror's steps.
 public struct VersionStore: Sendable {
-    /// The mirror's steps (a removal inside the versions directory removes).
+    /// The mirror's steps (a removal inside the versions directory removes), or steps
+    /// rooted at the versions directory when it is elsewhere.
     public let steps: any VersionDirectoryProviding
-    /// The versions directory, relative to the mirror root.
+    /// The versions directory, relative to the root of `steps` (`.root` when elsewhere).
     public let directory: RelativePath
     /// The mirror's file system now: bytes free to an unprivileged writer and in all; nil
     /// when unknown (then no floor holds).
@@ -40,7 +42,7 @@ public struct VersionStore: Sendable {
     /// The share of the mirror's file system versions never take (SPEC: the last 5 %).
     public static let floorPercent: UInt64 = 5
 
-    /// A store at `directory` of the mirror under `steps`.
+    /// A store at `directory` of the tree under `steps`.
     public init(steps: any VersionDirectoryProviding, directory: RelativePath,
                 space: (@Sendable () -> (free: UInt64, total: UInt64)?)? = nil) {
         self.steps = steps

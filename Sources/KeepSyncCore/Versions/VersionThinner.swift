@@ -2,11 +2,13 @@ import Dispatch
 
 extension VersionStore {
     /// The store of `mirror` and its clock, when it keeps versions (a local mirror over
-    /// `VersionKeepingSteps`, or a `VersionKeepingMirror`).
+    /// `VersionKeepingSteps`, or a `VersionKeepingMirror`): read through the mirror's
+    /// steps, or the versions' own when they are elsewhere.
     public static func of(_ mirror: any MirrorProviding) -> (store: VersionStore, now: @Sendable () -> Int64)? {
         if let keeping = mirror as? any VersionKeepingMirror { return keeping.keptVersions }
         guard let local = mirror as? LocalMirror, let keeper = local.steps as? VersionKeepingSteps else { return nil }
-        return (VersionStore(steps: keeper, directory: keeper.directory, space: keeper.space), keeper.now)
+        let steps = keeper.directory.isRoot ? keeper.versions : keeper
+        return (VersionStore(steps: steps, directory: keeper.directory, space: keeper.space), keeper.now)
     }
 
     /// `thin`, saying in the log what went (info) and what could not (a warning each, at

@@ -10,4 +10,6 @@ public struct HostPathResolver: PathResolving {
     public func exists(_ path: [UInt8]) -> Bool { HostPaths.stat(path) != nil }
     /// The file's bytes.
     public func read(_ path: [UInt8]) throws -> [UInt8] { try HostPaths.read(path) }
+    /// `st_dev` of `path`, or of its nearest existing ancestor.
+    public func fileSystem(_ path: [UInt8]) -> UInt64? { HostPaths.fileSystem(path) }
 }

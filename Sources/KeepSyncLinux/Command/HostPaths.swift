@@ -42,6 +42,17 @@ public enum HostPaths {
         try? Sys.lstat(.currentDirectory, path)
     }
 
+    /// `st_dev` of the file system holding `path`, or its nearest existing ancestor (what a
+    /// directory made there would be on); nil when not even `/` can be read.
+    public static func fileSystem(_ path: [UInt8]) -> UInt64? {
+        var parts = absolute(path).split(separator: 0x2F).map(Array.init)
+        while true {
+            let prefix = parts.reduce(into: [UInt8]()) { $0 += [0x2F] + $1 }
+            if let st = stat(prefix.isEmpty ? [0x2F] : prefix) { return st.device }
+            if parts.popLast() == nil { return nil }
+        }
+    }
+
     /// `mkdir -p` with `mode` for the directories it creates.
     public static func makeDirectories(_ path: [UInt8], mode: UInt32) throws {
         let abs = absolute(path)

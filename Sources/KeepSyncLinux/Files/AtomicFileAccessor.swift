@@ -109,7 +109,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
 
     /// Opens directories at or below `path` anew for the next files staged in them (the
     /// ones open may be moved or removed now); files staged already keep theirs.
-    private func forgetStagingDirectories(within path: RelativePath) {
+    func forgetStagingDirectories(within path: RelativePath) {
         stagingDirectories.withLock { table in
             for key in table.keys where key.isWithin(path) { table[key] = nil }
         }

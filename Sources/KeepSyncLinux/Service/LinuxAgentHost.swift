@@ -59,13 +59,39 @@ public struct LinuxAgentHost: AgentHost {
                                      RemoteMirror.VersionKeeping(directory: v.directory, now: { Int64(Glibc.time(nil)) })
                                  }))
         }
+        let mirror = settings.mirror
+        let versions = try settings.versions.map { versions in
+            let directory = try versions.elsewhere.map { path in
+                VersionsDirectory.elsewhere(try Self.openVersions(path, mirror: mirror, cancellation: cancellation,
+                                                                  setsAccessTime: !limits.syncfsReaches))
+            } ?? .inMirror(versions.directory)
+            let now: @Sendable () -> Int64 = { Int64(Glibc.time(nil)) }
+            let space: @Sendable () -> (free: UInt64, total: UInt64)? = { Self.space(mirror) }
+            return (directory, now, space)
+        }
         return (try PosixFileSystem(rootPath: settings.source),
-         LocalMirror(try AtomicFileAccessor(rootPath: settings.mirror, cancellation: cancellation,
+         LocalMirror(try AtomicFileAccessor(rootPath: mirror, cancellation: cancellation,
                                             setsAccessTime: !limits.syncfsReaches), limits: limits,
-                    changedCopyRetries: live ? 0 : 5,
-                    versions: settings.versions.map { [mirror = settings.mirror] versions in
-                        (versions.directory, { Int64(Glibc.time(nil)) }, { Self.space(mirror) })
-                    }))
+                    changedCopyRetries: live ? 0 : 5, versions: versions))
+    }
+
+    /// The steps of a versions directory outside the mirror at `path`, made (0700, with its
+    /// parents) when missing; `.configuration` when it is, or would be made, on another file
+    /// system than the mirror (it was checked at start: a disk mounted or gone since).
+    static func openVersions(_ path: [UInt8], mirror: [UInt8], cancellation: CancellationFlag,
+                             setsAccessTime: Bool) throws -> AtomicFileAccessor {
+        let elsewhere = KeepSyncError(.configuration, "--versions-dir \(HostPaths.display(path)): is on another file "
+                                      + "system than the mirror (\(HostPaths.display(mirror)))")
+        guard let device = HostPaths.stat(mirror)?.device else {
+            throw KeepSyncError(.io, "mirror \(HostPaths.display(mirror)) does not exist")
+        }
+        if HostPaths.stat(path) == nil {
+            guard HostPaths.fileSystem(path) == device else { throw elsewhere }
+            try HostPaths.makeDirectories(path, mode: 0o700)
+        }
+        let steps = try AtomicFileAccessor(rootPath: path, cancellation: cancellation, setsAccessTime: setsAccessTime)
+        guard try steps.stat(.root)?.device == device else { throw elsewhere }
+        return steps
     }
 
     /// The file system holding `path`: bytes free to an unprivileged writer, and in all.
