@@ -4,11 +4,18 @@ import KeepSyncLinux
 extension CommandRunner {
     // MARK: versions, restore
 
-    /// The mirror's versions directory, read through the mirror's own steps, or its own
-    /// when it is elsewhere (nil when that is not there yet: nothing kept); versions on or
-    /// off (what was kept stays until removed by hand). Remote mirrors keep none: exit 2.
-    func versionStore(_ settings: Settings, command: String) throws -> VersionStore? {
-        if settings.remote != nil { throw KeepSyncError(.configuration, "\(command): remote mirrors keep no versions yet") }
+    /// The mirror's versions directory, read through the mirror's own steps (a remote
+    /// mirror's over `host`'s session), or its own when it is elsewhere (nil when that is
+    /// not there yet: nothing kept); versions on or off (what was kept stays until removed
+    /// by hand).
+    func versionStore(_ settings: Settings, command: String, host: LinuxAgentHost) throws -> VersionStore? {
+        if let remote = host.remote {
+            guard try remote.current() != nil else {
+                throw KeepSyncError(.io, "\(command): mirror \(HostPaths.display(settings.mirror)) does not exist on \(remote.session.host)")
+            }
+            return VersionStore(steps: RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source),
+                                directory: settings.versionsDirectory)
+        }
         guard HostPaths.stat(settings.mirror)?.kind == .directory else {
             throw KeepSyncError(.io, "\(command): mirror \(HostPaths.display(settings.mirror)) does not exist or is not a directory")
         }
@@ -27,7 +34,9 @@ extension CommandRunner {
 
     /// `versions [PATH] [--json]`.
     func versions(_ settings: Settings) throws -> ExitCode {
-        let store = try versionStore(settings, command: "versions")
+        let host = try LinuxAgentHost(settings: settings)
+        defer { host.remote?.session.close() }
+        let store = try versionStore(settings, command: "versions", host: host)
         let path = try sourcePath(settings.invocation.path ?? [], settings)
         return try VersionsCommand(store: store, zone: HostTime.zone, elsewhere: settings.versionsElsewhere)
             .list(under: path, json: settings.invocation.json, output: LogSink.writeOut)
@@ -36,7 +45,9 @@ extension CommandRunner {
     /// `restore PATH [--at TIME] [--to DIR] [--force]`.
     func restore(_ settings: Settings) throws -> ExitCode {
         let invocation = settings.invocation
-        let store = try versionStore(settings, command: "restore")
+        let host = try LinuxAgentHost(settings: settings)
+        defer { host.remote?.session.close() }
+        let store = try versionStore(settings, command: "restore", host: host)
         let path = try sourcePath(invocation.path ?? [], settings)
         guard !path.isRoot else {
             throw KeepSyncError(.configuration, "restore: name a path below the source root, not the root itself")

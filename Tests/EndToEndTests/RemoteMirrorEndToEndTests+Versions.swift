@@ -20,7 +20,7 @@ extension RemoteMirrorEndToEndTests {
             .entries.filter { $0.value.kind != .directory }.count ?? 0
     }
 
-    @Test("sync to a remote keeps a replaced file's old inode, a replaced symlink, a file renamed over, and a deleted directory whole; a mode change and a rename keep nothing; check and passes leave the versions alone",
+    @Test("sync to a remote keeps a replaced file's old inode, a replaced symlink, a file renamed over, and a deleted directory whole; a mode change and a rename keep nothing; check and passes leave the versions alone; versions and restore read them over the connection",
           .timeLimit(.minutes(3)))
     func syncKeepsVersionsOnTheRemote() async throws {
         try await offThePool {
@@ -79,6 +79,19 @@ extension RemoteMirrorEndToEndTests {
             #expect(check.status == 0 && check.stdoutLines == ["0 differences"], "\(check)")
             let again = try r.run("sync", ["--keep-versions", "30d"])
             #expect(again.status == 0 && Self.versions(r, "docs") == [report], "\(again)")
+
+            // Listed and restored over the connection.
+            let listed = try r.run("versions", ["docs", "--json"])
+            let array = (try? JSONSerialization.jsonObject(with: Data(listed.stdout))) as? [[String: Any]]
+            #expect(listed.status == 0 && array?.count == 1 && array?.first?["path"] as? String == "docs/report.odt", "\(listed)")
+            let into = r.sandbox.root / "restored"
+            try FS.mkdirs(into)
+            let restored = try r.run("restore", ["docs/report.odt", "--to", into])
+            #expect(restored.status == 0 && (try? FS.readFile(into / "report.odt")) == Self.b("one"), "\(restored)")
+            let folder = try r.run("restore", ["old", "--to", into])
+            #expect(folder.status == 0 && (try? FS.readFile(into / "old/deep/f.txt")) == Self.b("f"), "\(folder)")
+            let none = try r.run("restore", ["docs/none.txt"])
+            #expect(none.status == 1 && none.errorLines == ["keepsync: error: restore: no version of docs/none.txt"], "\(none)")
         }
     }
 

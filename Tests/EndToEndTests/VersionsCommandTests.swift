@@ -296,18 +296,12 @@ struct VersionsCommandTests {
                 "\(one)")
     }
 
-    @Test("no version of PATH is exit 1 naming it; a remote mirror is exit 2")
-    func noVersionAndRemote() async throws {
+    @Test("no version of PATH is exit 1 naming it")
+    func noVersion() async throws {
         let sandbox = try Sandbox()
         _ = try await Self.makeVersions(sandbox)
         let missing = try Self.run(sandbox, "restore", ["docs/missing.txt"])
         #expect(missing.status == 1 && missing.errorLines == ["keepsync: error: restore: no version of docs/missing.txt"], "\(missing)")
         #expect(!FS.exists(sandbox.source / "docs/missing.txt"))
-        for command in ["versions", "restore"] {
-            let remote = try sandbox.keepsync([command, "--source", sandbox.source, "--mirror", "backup.example:/m", "--state",
-                                               sandbox.root / "T2"] + (command == "restore" ? ["docs/report.odt"] : []))
-            #expect(remote.status == 2 && remote.errorLines == ["keepsync: error: \(command): remote mirrors keep no versions yet"],
-                    "\(remote)")
-        }
     }
 }
