@@ -134,8 +134,13 @@ extension Versions {
 
 /// What the versioned crash states showed.
 final class VersionCrashCounts {
+    /// Recorded `linkat`s and renames into the versions directory.
     var links = 0, renamesIntoVersions = 0
-    var recordedChecked = 0, moved = 0, unrecordedChecked = 0, unrecordedInVersions = 0, unrecordedLostInRandomSubset = 0
+    /// Recorded changes whose old content was in the versions directory, or at another name.
+    var recordedChecked = 0, moved = 0
+    /// Changes not recorded whose old content was kept (at its name or in the versions
+    /// directory; of those, in it), and those a random subset lost.
+    var unrecordedChecked = 0, unrecordedInVersions = 0, unrecordedLostInRandomSubset = 0
 }
 
 extension FileModel {

@@ -123,6 +123,7 @@ final class SimulationMirror: FileAccessorProviding {
         try tree.rename(from, to: to)
     }
 
+    /// A hard link (a crash point; `.unsupported` unless the tree has hard links).
     func link(_ from: RelativePath, to: RelativePath) throws {
         try gate("link", from)
         log?.append("  mirror   → \(to.escaped)")

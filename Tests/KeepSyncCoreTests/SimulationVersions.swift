@@ -15,11 +15,14 @@ import Synchronization
 final class SimulationVersionOracle: Sendable {
     /// The versions directory, relative to the mirror root.
     let directory: RelativePath
+    /// The simulated mirror (its live tree and its durable view).
     let mirror: InMemoryTree
 
     /// An entry's content: a file's bytes or a link's target.
     struct Content: Hashable {
+        /// `.regular` or `.symlink`.
         var kind: FileKind
+        /// The bytes, or the target.
         var bytes: [UInt8]
     }
 
@@ -36,6 +39,7 @@ final class SimulationVersionOracle: Sendable {
     }
     private let state = Mutex(State())
 
+    /// An oracle of the versions `mirror` keeps in `directory`.
     init(directory: RelativePath, mirror: InMemoryTree) {
         self.directory = directory
         self.mirror = mirror
