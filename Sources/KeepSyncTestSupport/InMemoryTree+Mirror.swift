@@ -166,6 +166,28 @@ extension InMemoryTree {
         }
     }
 
+    /// A second name for the file or symlink at `from` (link(2)); `.unsupported` unless
+    /// the tree has `hardLinks`. With the power-cut model on, the new entry is durable
+    /// once its directory is (the inode's data, as before).
+    public func link(_ from: RelativePath, to: RelativePath) throws {
+        guard hardLinks else { throw KeepSyncError(.unsupported, "link: no hard links here", path: from) }
+        try begin(.link, to)
+        try state.withLock { s in
+            guard var node = s.nodes[from], node.kind == .regular || node.kind == .symlink else {
+                throw KeepSyncError(.notFound, "linkat: no such file", path: from)
+            }
+            try requireDirectory(s, to.parent)
+            guard s.nodes[to] == nil else { throw KeepSyncError(.conflict, "linkat: File exists", path: to) }
+            let t = Self.advance(&s)
+            node.links += 1
+            node.ctime = t
+            for (path, n) in s.nodes where n.inode == node.inode { s.nodes[path] = node }
+            s.nodes[to] = node
+            s.record(.put(to, node))
+            Self.touchParent(&s, to, t)
+        }
+    }
+
     /// Sets mode and/or mtime.
     public func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
         try begin(.setAttributes, path)

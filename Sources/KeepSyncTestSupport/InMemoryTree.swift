@@ -38,6 +38,8 @@ public final class InMemoryTree: FileAccessorProviding {
         case remove
         /// `rename`.
         case rename
+        /// `link` (a second name).
+        case link
         /// `setAttributes`.
         case setAttributes
         /// `open` for reading.
@@ -102,15 +104,20 @@ public final class InMemoryTree: FileAccessorProviding {
     /// Whether `barrier` (syncfs) makes anything durable: false models FUSE, where only
     /// `syncEntry` (fsync) does.
     public let syncfsReaches: Bool
+    /// Whether the mirror steps' `link` makes a second name (ext4, xfs, btrfs); false
+    /// models exFAT and FAT, where it throws `.unsupported`.
+    public let hardLinks: Bool
     /// Called before each operation; a returned error is thrown instead of doing it.
     public let failure = Mutex<(@Sendable (Operation, RelativePath) -> KeepSyncError?)?>(nil)
 
     /// An empty tree whose root directory exists. `inodesAfter`: its inode numbers start
     /// past it (two trees modelling two roots of one file system get ranges of their own).
+    /// `hardLinks`: `link` makes a second name (else it is `.unsupported`).
     public init(device: UInt64 = 1, reportsBirthTime: Bool = true, reportsGeneration: Bool = false, syncfsReaches: Bool = true,
-                inodesAfter: UInt64 = 100) {
+                inodesAfter: UInt64 = 100, hardLinks: Bool = false) {
         self.device = device
         self.syncfsReaches = syncfsReaches
+        self.hardLinks = hardLinks
         self.reportsBirthTime = reportsBirthTime
         self.reportsGeneration = reportsGeneration
         state.withLock { s in

@@ -187,27 +187,37 @@ struct Recording {
     /// Where each crash state's mirror is written (on the recording's file system), when
     /// not in the sandbox.
     var cutMirrorParent: [UInt8]?
+    /// More options for the recorded command and each restart (`--keep-versions 30d`).
+    var options: [[UInt8]] = []
+    /// Mirror paths the source does not hold (the versions directory): not compared.
+    var unmirrored: [[UInt8]] {
+        options.contains(Array("--keep-versions".utf8)) ? [Array(VersionSettings.defaultDirectoryName.utf8)] : []
+    }
     var snapshotRenames: Int { operations.filter { if case .rename(_, _, _, let to) = $0.kind { return to == bytes("records.snapshot") }; return false }.count }
 
     static let traced = "openat,openat2,write,pwrite64,writev,copy_file_range,sendfile,ftruncate,fallocate,fsync,fdatasync,syncfs,"
         + "rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,rmdir,symlinkat,linkat,fchmod,fchmodat,chmod,utimensat,statx,newfstatat"
 
-    static func straceArguments(_ log: [UInt8], _ sandbox: Sandbox, _ command: String, mirror: [UInt8]? = nil) -> [[UInt8]] {
+    static func straceArguments(_ log: [UInt8], _ sandbox: Sandbox, _ command: String, mirror: [UInt8]? = nil,
+                                options: [[UInt8]] = []) -> [[UInt8]] {
         let paths: [any CommandArgument] = ["--source", sandbox.source, "--mirror", mirror ?? sandbox.mirror, "--state", sandbox.state]
         return ["-f", "-y", "-v", "-xx", "-qq", "-s", "8388608", "-o", String(decoding: log, as: UTF8.self), "-e", "trace=\(traced)",
-                String(decoding: sandbox.binary, as: UTF8.self), command].map { Array($0.utf8) } + paths.map(\.argumentBytes)
+                String(decoding: sandbox.binary, as: UTF8.self), command].map { Array($0.utf8) } + paths.map(\.argumentBytes) + options
     }
 
-    static func sync(_ sandbox: Sandbox, mirror: [UInt8], strace: [UInt8], label: String, syncfsReachesMirror: Bool = true) throws -> Recording {
+    static func sync(_ sandbox: Sandbox, mirror: [UInt8], strace: [UInt8], label: String, syncfsReachesMirror: Bool = true,
+                     options: [[UInt8]] = []) throws -> Recording {
         let start = try FileModel(mirror: mirror, state: sandbox.state)
         let log = sandbox.root / "trace-\(label.count)"
-        let result = try ChildProcess.run(strace, arguments: straceArguments(log, sandbox, "sync", mirror: mirror),
+        let result = try ChildProcess.run(strace, arguments: straceArguments(log, sandbox, "sync", mirror: mirror, options: options),
                                           environment: sandbox.environment, timeout: .seconds(120))
         try #require(result.status == 0, "\(label): \(result)")
-        try #require(CrashTests.treeDifferences(sandbox.source, mirror).isEmpty, "\(label) did not converge")
-        return Recording(label: label, start: start, operations: try start.operations(fromTrace: FS.readFile(log)),
-                         syncfsReachesMirror: syncfsReachesMirror,
-                         cutMirrorParent: syncfsReachesMirror ? nil : FS.dirname(FS.realpath(mirror)) / "cut")
+        var recording = Recording(label: label, start: start, operations: try start.operations(fromTrace: FS.readFile(log)),
+                                  syncfsReachesMirror: syncfsReachesMirror,
+                                  cutMirrorParent: syncfsReachesMirror ? nil : FS.dirname(FS.realpath(mirror)) / "cut")
+        recording.options = options
+        try #require(CrashTests.treeDifferences(sandbox.source, mirror, except: recording.unmirrored).isEmpty, "\(label) did not converge")
+        return recording
     }
 
     static func run(_ sandbox: Sandbox, strace: [UInt8], label: String, _ workload: (RunCommandTests.Agent) async throws -> Void) async throws -> Recording {
@@ -268,7 +278,11 @@ struct Recording {
     }
 
     /// Builds `states` crash states at cut points spread over the recording, checks each.
-    func check(_ sandbox: Sandbox, versions: Versions, states: Int, rng: inout SplitMix64) throws -> PowerCutTally {
+    /// `also` checks more of each crash state (the cut mirror, the records it loads, the
+    /// cut's mode): its violations join the tally's.
+    func check(_ sandbox: Sandbox, versions: Versions, states: Int, rng: inout SplitMix64,
+               also: (_ model: FileModel, _ loaded: RecordSet, _ mode: Int, _ where: String) -> [String] = { _, _, _, _ in [] }) throws
+        -> PowerCutTally {
         let began = ContinuousClock.now
         defer { print("PowerCutTests: \(label): \(operations.count) operations, \(states) states checked in \(ContinuousClock.now - began)") }
         var tally = PowerCutTally()
@@ -366,6 +380,7 @@ struct Recording {
                 tally.violations.append("\(where_): I6: the store does not load: \(error)")
                 continue
             }
+            tally.violations += also(model, loaded, mode, where_)
             // I5, and the records mapped onto the materialized inodes for the restart.
             var mapped = loaded
             let reused = reusedBefore(cut)
@@ -422,9 +437,9 @@ struct Recording {
             }
             try store.compact(mapped)
             // A restart converges.
-            let result = try ChildProcess.run(sandbox.binary, arguments: (["sync", "--source", sandbox.source, "--mirror", mirror, "--state", state] as [any CommandArgument]).map(\.argumentBytes),
+            let result = try ChildProcess.run(sandbox.binary, arguments: (["sync", "--source", sandbox.source, "--mirror", mirror, "--state", state] as [any CommandArgument]).map(\.argumentBytes) + options,
                                               environment: sandbox.environment, timeout: .seconds(60))
-            let differences = CrashTests.treeDifferences(sandbox.source, mirror, limit: 5)
+            let differences = CrashTests.treeDifferences(sandbox.source, mirror, limit: 5, except: unmirrored)
             if result.status != 0 || !differences.isEmpty {
                 tally.violations.append("\(where_): the restart did not converge (exit \(result.status)): \(differences) \(result.errorLines.prefix(3))")
             } else {

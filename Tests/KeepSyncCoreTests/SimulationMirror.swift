@@ -123,6 +123,13 @@ final class SimulationMirror: FileAccessorProviding {
         try tree.rename(from, to: to)
     }
 
+    /// A hard link (a crash point; `.unsupported` unless the tree has hard links).
+    func link(_ from: RelativePath, to: RelativePath) throws {
+        try gate("link", from)
+        log?.append("  mirror   → \(to.escaped)")
+        try tree.link(from, to: to)
+    }
+
     func setAttributes(_ path: RelativePath, mode: UInt32?, mtime: Timespec?) throws {
         try gate("setAttributes", path)
         log?.append("  mirror   mode \(mode.map { String($0, radix: 8) } ?? "-") mtime \(mtime.map { "\($0.seconds)" } ?? "-")")

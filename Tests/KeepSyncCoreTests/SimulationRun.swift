@@ -29,6 +29,12 @@ struct SimulationSettings: CustomStringConvertible {
     /// made of per-entry fsyncs. Drawn from a stream of its own (the seeds found before
     /// it keep their plan); `KEEPSYNC_SIM_PER_FILE_SYNC=0|1` sets it for every seed.
     var perFileSync = false
+    /// The mirror keeps versions (`LocalMirror(…, versions:)`, SPEC "Versions"), on a file
+    /// system with hard links (`hardLinks`) or without (a replaced file moved aside).
+    /// Off unless the test or `KEEPSYNC_SIM_VERSIONS=1` turns it on; `hardLinks` drawn
+    /// from a stream of its own.
+    var versions = false
+    var hardLinks = false
 
     init(_ rng: inout SplitMix64, steps: Int?) {
         self.steps = steps ?? rng.int(40...70)
@@ -48,6 +54,7 @@ struct SimulationSettings: CustomStringConvertible {
         "steps=\(steps) initial=\(initialOperations) mirrorFaults=\(mirrorFaults) sourceFaults=\(sourceFaults) "
             + "brake=\(brake) exclude=\(excludeObjects) crashes=\(crashes) overflow=\(overflow) interference=\(interference) "
             + "copies=\(heldCopies.map { "held(\($0))" } ?? "inline")" + (perFileSync ? " perFileSync" : "")
+            + (versions ? " versions(\(hardLinks ? "links" : "moves"))" : "")
     }
 }
 
@@ -111,6 +118,19 @@ final class SimulationRun {
         }
     }()
 
+    /// `KEEPSYNC_SIM_VERSIONS=1`: every seed keeps versions; `0`: none.
+    static let versionsForced: Bool? = {
+        switch ProcessInfo.processInfo.environment["KEEPSYNC_SIM_VERSIONS"] {
+        case "1": true
+        case "0": false
+        default: nil
+        }
+    }()
+    /// The versions directory of a run that keeps them (the default name).
+    static let versionsDirectory = VersionSettings.defaultDirectory
+    /// The versions' tags: this time (UTC) plus the manual clock's.
+    static let versionEpoch: Int64 = 1_796_607_000
+
     let seed: UInt64
     let settings: SimulationSettings
     var rng: SplitMix64
@@ -153,9 +173,15 @@ final class SimulationRun {
     let verbose: Bool
     /// Where the manager's own tasks run (nil: the global pool).
     let thread: ManagerThread?
+    /// I10's oracle, when the mirror keeps versions.
+    let versionOracle: SimulationVersionOracle?
+    /// The version keepers of every start (their counts).
+    var keepers: [VersionKeepingSteps] = []
 
     /// `perFileSync` forces the mirror's kind (nil: as the environment or the seed says).
-    init(seed: UInt64, steps: Int? = nil, perFileSync: Bool? = nil, verbose: Bool = false, thread: ManagerThread? = nil) {
+    /// `versions` keeps versions (nil: as the environment says, else off).
+    init(seed: UInt64, steps: Int? = nil, perFileSync: Bool? = nil, versions: Bool? = nil, verbose: Bool = false,
+         thread: ManagerThread? = nil) {
         self.seed = seed
         self.verbose = verbose
         self.thread = thread
@@ -165,8 +191,12 @@ final class SimulationRun {
         var settings = SimulationSettings(&rng, steps: steps)
         var syncs = SplitMix64(seed: seed, stream: 8)
         settings.perFileSync = perFileSync ?? Self.perFileSyncForced ?? syncs.chance(0.3)
+        settings.versions = versions ?? Self.versionsForced ?? false
+        var links = SplitMix64(seed: seed, stream: 9)
+        settings.hardLinks = settings.versions && links.chance(0.6)
         self.settings = settings
-        mirrorTree = InMemoryTree(device: 2, syncfsReaches: !settings.perFileSync)
+        mirrorTree = InMemoryTree(device: 2, syncfsReaches: !settings.perFileSync, hardLinks: settings.hardLinks)
+        versionOracle = settings.versions ? SimulationVersionOracle(directory: Self.versionsDirectory, mirror: mirrorTree) : nil
         power = SimulationPower(seed: seed)
         faults = SimulationFaults(seed: seed)
         faults.configure(mirror: settings.mirrorFaults, source: settings.sourceFaults)
@@ -176,10 +206,13 @@ final class SimulationRun {
         source.reads.withLock { $0 = InMemoryTree.Reads(chunk: 16) { writer.betweenReads($0) } }
         mirror = SimulationMirror(tree: mirrorTree, power: power, faults: faults, interference: interference,
                                   log: verbose ? log : nil)
-        store = SimulationStore(durable: durable, power: power, mirror: mirrorTree)
+        store = SimulationStore(durable: durable, power: power, mirror: mirrorTree, versions: versionOracle)
         workload = SimulationWorkload(tree: source)
+        // As `SettingsResolver` does: the versions directory is an exclude of its own.
+        let patterns = (settings.excludeObjects ? [Array("*.o".utf8)] : [])
+            + (settings.versions ? [ExcludeMatcher.literal(Self.versionsDirectory)] : [])
         options = SyncOptions(maxDeletePercent: settings.brake ? 50 : 100,
-                              excludes: settings.excludeObjects ? Self.objectExclude : .none)
+                              excludes: patterns.isEmpty ? .none : try! ExcludeMatcher(patterns: patterns))
         logger = .silent
         let faults = self.faults
         mirrorTree.failure.withLock { $0 = { op, path in faults.mirror(op.rawValue, path) } }
@@ -201,6 +234,12 @@ final class SimulationRun {
         if settings.perFileSync {
             count("perFileSyncSeeds")
             count("perFileSyncFsyncs", mirrorTree.count(.sync))
+        }
+        if let versionOracle {
+            count("versionSeeds")
+            count("versionsLinked", keepers.reduce(0) { $0 + $1.kept.linked })
+            count("versionsMoved", keepers.reduce(0) { $0 + $1.kept.moved })
+            for (key, n) in versionOracle.counts { count(key, n) }
         }
         note("stats \(stats.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))")
         return Outcome(seed: seed, trace: trace, violations: violations, stats: stats)
@@ -437,8 +476,9 @@ final class SimulationRun {
             count("powerCuts")
             count("powerCutChangesLost", cut.pending - cut.kept)
             count("powerCutFilesEmptied", cut.dataLost)
+            versionOracle?.cut(before: before, after: mirrorTree.nodes)
             checkRecordedChangesSurvived(before)
-            checkpoint("after a power cut")
+            checkpoint("after a power cut", afterCut: true)
         }
         power.revive()
         if rng.chance(0.1) {
@@ -464,7 +504,12 @@ final class SimulationRun {
             log.append("  log \(level): \(message)", generation: generation)
         }
         // One mirror for both: on a per-file-sync mirror it keeps what the next barrier owes.
-        let local = LocalMirror(mirror, limits: settings.perFileSync ? Self.fuseLimits : .none)
+        let clock = self.clock
+        let local = LocalMirror(mirror, limits: settings.perFileSync ? Self.fuseLimits : .none,
+                                versions: settings.versions ? (.inMirror(Self.versionsDirectory), { @Sendable in
+                                    Self.versionEpoch + clock.now.offset.components.seconds
+                                }, nil) : nil)
+        if let keeper = local.steps as? VersionKeepingSteps { keepers.append(keeper) }
         let executor = settings.heldCopies.map { copies.executor(limit: $0) } ?? .inline
         let engine = SyncEngine(source: source, mirror: local, store: store, records: records, options: options, logger: logger,
                                 recordScheduler: executor.recordScheduler ?? .serialQueue())
@@ -583,8 +628,8 @@ final class SimulationRun {
         return false
     }
 
-    /// I2, I4 and the per-step half of I5, after every step.
-    func checkpoint(_ what: String) {
+    /// I2, I4, I10 and the per-step half of I5, after every step.
+    func checkpoint(_ what: String, afterCut: Bool = false) {
         checkpoints += 1
         let appends = store.takeFindings()
         count("recordsCheckedAtAppend", appends.checked)
@@ -596,7 +641,24 @@ final class SimulationRun {
             checkSourceUntouched(final: false)
             checkMirrorFilesAreVersions(what)
             checkRecordsTruthful((try? durable.load()) ?? RecordSet(), "stored", what)
+            checkVersionsKept(what, afterCut: afterCut)
         }
+    }
+
+    /// I10 at any instant (a power cut included): every version a recorded change owed is
+    /// in the versions directory.
+    func checkVersionsKept(_ what: String, afterCut: Bool) {
+        guard let versionOracle else { return }
+        let (missing, checked) = versionOracle.missing()
+        if afterCut { count("versionsCheckedAcrossCuts", checked) }
+        for (path, content) in missing {
+            violation("I10", "the old content of \(content.kind == .symlink ? "link" : "file") \(path.escaped) (\(content.bytes.count) bytes), owed by a recorded change, is gone from the versions directory (\(what))")
+        }
+    }
+
+    /// True for the versions directory and what is in it (never mirrored nor compared).
+    func isVersionPath(_ path: RelativePath) -> Bool {
+        settings.versions && path.isWithin(Self.versionsDirectory)
     }
 
     /// I4: the source is exactly what the workload made of it; keepsync wrote nothing.
@@ -622,19 +684,29 @@ final class SimulationRun {
         func names(_ path: RelativePath) -> [RelativePath] {
             [path] + lost.compactMap { path != $0.from ? path.rebased(from: $0.from, to: $0.to) : nil }
         }
-        for (path, node) in mirrorTree.nodes {
+        for (mirrorPath, node) in mirrorTree.nodes {
+            // A version is judged at the path it was kept for.
+            var path = mirrorPath
+            if isVersionPath(mirrorPath) {
+                guard node.kind != .directory else { continue }
+                guard let original = versionOracle?.original(of: mirrorPath) else {
+                    violation("I10", "\(mirrorPath.escaped) in the versions directory names no version (\(what))")
+                    continue
+                }
+                path = original
+            }
             if TemporaryName.matches(path.name) && !history.wasEverInSource(path) { continue }
             if options.excludes.excludes(path, isDirectory: node.kind == .directory) {
-                violation("I3", "excluded \(path.escaped) appeared in the mirror (\(what))")
+                violation("I3", "excluded \(mirrorPath.escaped) appeared in the mirror (\(what))")
             }
             switch node.kind {
             case .regular where !names(path).contains(where: { history.isVersion(node.content, at: $0) }):
                 let preview = String(decoding: node.content.prefix(40), as: UTF8.self)
-                violation("I2", "mirror \(path.escaped) holds \(node.content.count) bytes \"\(preview)\" that no source file at that path ever held (\(what))")
+                violation("I2", "mirror \(mirrorPath.escaped) holds \(node.content.count) bytes \"\(preview)\" that no source file at that path ever held (\(what))")
             case .symlink where !names(path).contains(where: { history.isTarget(node.target, at: $0) }):
-                violation("I2", "mirror link \(path.escaped) -> \(ByteEscaping.escape(node.target)) never existed in the source (\(what))")
+                violation("I2", "mirror link \(mirrorPath.escaped) -> \(ByteEscaping.escape(node.target)) never existed in the source (\(what))")
             case .special:
-                violation("I2", "mirror \(path.escaped) is a special file (\(what))")
+                violation("I2", "mirror \(mirrorPath.escaped) is a special file (\(what))")
             default:
                 break
             }
@@ -743,7 +815,7 @@ final class SimulationRun {
     func expectMirrorEqualsSource(_ what: String) {
         let s = source.nodes, m = mirrorTree.nodes
         var diffs: [String] = []
-        for path in Set(s.keys).union(m.keys).sorted() {
+        for path in Set(s.keys).union(m.keys).sorted() where !isVersionPath(path) {
             let a = s[path], b = m[path]
             // A special file is not mirrored: whatever the mirror holds there is not compared.
             if isUnderSpecial(path, s) { continue }

@@ -224,10 +224,14 @@ final class SimulationStore: BookmarkStorageProviding {
     /// Record changes checked against the mirror's durable state so far.
     private let checked = Mutex(0)
 
-    init(durable: InMemoryStore, power: SimulationPower, mirror: InMemoryTree) {
+    /// I10, at each append, when the mirror keeps versions.
+    let versions: SimulationVersionOracle?
+
+    init(durable: InMemoryStore, power: SimulationPower, mirror: InMemoryTree, versions: SimulationVersionOracle? = nil) {
         self.durable = durable
         self.power = power
         self.mirror = mirror
+        self.versions = versions
     }
 
     /// I9, at each append: records follow the mirror. A record that is true of the
@@ -281,6 +285,11 @@ final class SimulationStore: BookmarkStorageProviding {
 
     private func append(_ changes: [RecordChange]) throws {
         checkDescribedIsDurable(changes)
+        if let versions {
+            versions.appending(changes, after: (try? durable.load()) ?? RecordSet())
+            let problems = versions.takeProblems()
+            if !problems.isEmpty { found.withLock { $0 += problems } }
+        }
         try durable.apply(changes)
         log.withLock { $0.batches.append(changes) }
     }

@@ -46,7 +46,7 @@ struct SimulationTests {
 
     /// Runs seeds on threads of their own (all cores but one, which stays for the tests
     /// running beside them in this process); returns the outcomes in seed order.
-    static func runSeeds(_ seeds: [UInt64], steps: Int?, verbose: Bool = false) async -> [SimulationRun.Outcome] {
+    static func runSeeds(_ seeds: [UInt64], steps: Int?, versions: Bool? = nil, verbose: Bool = false) async -> [SimulationRun.Outcome] {
         let width = max(1, min(ProcessInfo.processInfo.activeProcessorCount - 1, 8, seeds.count))
         let threads = (0..<width).map { _ in ManagerThread() }
         defer { for t in threads { t.stop() } }
@@ -58,7 +58,7 @@ struct SimulationTests {
                 group.addTask(executorPreference: thread) {
                     var done: [SimulationRun.Outcome] = []
                     for seed in mine {
-                        done.append(await SimulationRun(seed: seed, steps: steps, verbose: verbose, thread: thread).run())
+                        done.append(await SimulationRun(seed: seed, steps: steps, versions: versions, verbose: verbose, thread: thread).run())
                     }
                     return done
                 }
@@ -126,6 +126,40 @@ struct SimulationTests {
         for o in all where !o.violations.isEmpty {
             let shown = o.violations.prefix(3).joined(separator: "\n  ")
             Issue.record(Comment(rawValue: "seed \(o.seed): \(o.violations.count) violation(s)\n  \(shown)\n\(Self.replay(o.seed))"))
+        }
+    }
+
+    /// Seeds of `versionsSurvivePowerCuts` (`KEEPSYNC_SIM_VERSION_SEEDS=N` for more).
+    static let defaultVersionSeeds = 600
+
+    @Test("with versions kept, every seed keeps the invariants, and after every power cut each recorded change's old content is in the versions directory (I10)")
+    func versionsSurvivePowerCuts() async {
+        let env = Self.environment
+        let single = env["KEEPSYNC_SIM_SEED"].flatMap { UInt64($0) }
+        let n = env["KEEPSYNC_SIM_VERSION_SEEDS"].flatMap { Int($0) } ?? Self.defaultVersionSeeds
+        // Apart from `seeds()`'s fixed range, which runs without versions.
+        let seeds = single.map { [$0] } ?? Array(UInt64(50_000)..<UInt64(50_000 + max(0, n)))
+        let started = ContinuousClock.now
+        let outcomes = await Self.runSeeds(seeds, steps: Self.steps, versions: true,
+                                           verbose: single != nil && env["KEEPSYNC_SIM_VERBOSE"] != nil)
+        var totals: [String: Int] = [:]
+        for o in outcomes { for (k, v) in o.stats { totals[k, default: 0] += v } }
+        let keys = ["versionSeeds", "versionsLinked", "versionsMoved", "versionsOwed", "versionsCheckedAcrossCuts", "versionsNotOwedMoved",
+                    "versionsLostBeforeTheirRecord", "versionsUnknownOld", "powerCuts", "crashes", "perFileSyncSeeds"]
+        print("simulation with versions: \(outcomes.count) seeds in \(Self.seconds(ContinuousClock.now - started))s; "
+              + keys.map { "\($0)=\(totals[$0, default: 0])" }.joined(separator: " "))
+        if single != nil, let o = outcomes.first { print(o.trace.joined(separator: "\n")) }
+        if seeds.count >= Self.defaultVersionSeeds {
+            // The mode really ran: versions by link and by move, owed and checked across cuts.
+            for key in ["versionsLinked", "versionsMoved", "versionsOwed", "versionsCheckedAcrossCuts", "powerCuts", "perFileSyncSeeds"] {
+                #expect(totals[key, default: 0] > 0, "no \(key) in \(seeds.count) seeds")
+            }
+            #expect(totals["versionSeeds"] == seeds.count)
+        }
+        for o in outcomes where !o.violations.isEmpty {
+            let shown = o.violations.prefix(3).joined(separator: "\n  ")
+            Issue.record(Comment(rawValue: "seed \(o.seed) (versions): \(o.violations.count) violation(s)\n  \(shown)\n"
+                                 + "replay: KEEPSYNC_SIM_SEED=\(o.seed) swift test --filter SimulationTests/versionsSurvivePowerCuts"))
         }
     }
 

@@ -141,21 +141,35 @@ public final class VersionKeepingSteps: FileAccessorProviding {
             }
             return
         }
+        // The versions directory in the mirror: its parent, the mirror root, keeps the mtime
+        // a pass gave it from the source (none would put it back before the next full pass).
+        let parent = reserved != nil && path == directory ? path.parent ?? .root : nil
+        let parentTime = try parent.flatMap { try base.stat($0)?.mtime }
         _ = try versions.makeDirectory(path, mode: 0o700)
+        // Not putting it back costs an mtime until the next full pass, not the change.
+        if let parent, let parentTime { try? base.setAttributes(parent, mode: nil, mtime: parentTime) }
     }
 
     // MARK: Steps that replace or remove
 
-    /// The old content kept, then the staged file renamed over the name.
+    /// The old content kept, then the staged file renamed over the name. A publish that
+    /// fails removes its temp file (as the steps' own do): so does a keep that fails.
     public func publish(_ staged: StagedFile) throws -> FileStat {
-        try keep(staged.path, replacing: true)
+        do { try keep(staged.path, replacing: true) } catch {
+            base.discard(staged)
+            throw error
+        }
         return try base.publish(staged)
     }
 
-    /// `publish` of each: a file whose old content could not be kept is not published.
+    /// `publish` of each: a file whose old content could not be kept is not published
+    /// (its temp file removed).
     public func publishAll(_ staged: [StagedFile]) -> [Result<FileStat, any Error>] {
         var results: [Result<FileStat, any Error>?] = staged.map { s in
-            do { try keep(s.path, replacing: true) } catch { return .failure(error) }
+            do { try keep(s.path, replacing: true) } catch {
+                base.discard(s)
+                return .failure(error)
+            }
             return nil
         }
         let ready = staged.indices.filter { results[$0] == nil }
@@ -226,8 +240,14 @@ public final class VersionKeepingSteps: FileAccessorProviding {
     }
     /// One entry's fsync.
     public func syncEntry(_ path: RelativePath) throws { try base.syncEntry(path) }
-    /// A record will claim `path`.
-    public func willRecord(_ path: RelativePath) { base.willRecord(path) }
+    /// A record will claim `path`, and with it the versions directory that holds its
+    /// versions: a process killed before its barrier may have kept one there, which the
+    /// restarted one records the change of (on FUSE only what is fsynced is durable).
+    public func willRecord(_ path: RelativePath) {
+        base.willRecord(path)
+        guard !path.isRoot, !(reserved.map { path.isWithin($0) } ?? false) else { return }
+        versions.willRecord((path.parent ?? .root).components.reduce(directory) { $0.appending($1) })
+    }
     /// A temp file dropped: never a version.
     public func discard(_ staged: StagedFile) { base.discard(staged) }
     /// A leftover temp file: never a version.
