@@ -13,8 +13,7 @@ extension CommandRunner {
             guard try remote.current() != nil else {
                 throw KeepSyncError(.io, "\(command): mirror \(HostPaths.display(settings.mirror)) does not exist on \(remote.session.host)")
             }
-            return VersionStore(steps: RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source),
-                                directory: settings.versionsDirectory)
+            return VersionStore(steps: remote.mirror(settings), directory: settings.versionsDirectory)
         }
         guard HostPaths.stat(settings.mirror)?.kind == .directory else {
             throw KeepSyncError(.io, "\(command): mirror \(HostPaths.display(settings.mirror)) does not exist or is not a directory")

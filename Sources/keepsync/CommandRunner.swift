@@ -72,7 +72,7 @@ struct CommandRunner: Sendable {
     /// group's (the login shell and rsync's start off their path).
     private func keepRsyncWarm(_ host: LinuxAgentHost, _ settings: Settings) {
         guard let remote = host.remote else { return }
-        RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source).keepRsyncWarm()
+        remote.mirror(settings).keepRsyncWarm()
     }
 
     // MARK: sync
@@ -128,7 +128,7 @@ struct CommandRunner: Sendable {
         if let remote = host.remote {
             // The whole remote tree in one listing.
             mirrorTree = try remote.current() == nil ? AbsentTree()
-                : try RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source).snapshot()
+                : try remote.mirror(settings).snapshot()
         } else if HostPaths.stat(settings.mirror)?.kind == .directory {
             mirrorTree = try PosixFileSystem(rootPath: settings.mirror)
         } else {

@@ -95,14 +95,14 @@ extension RemoteMirrorEndToEndTests {
         }
     }
 
-    @Test("run with a remote mirror keeps each overwrite's old content at once (the latency path) and a removed file",
+    @Test("run with a remote mirror keeps each overwrite's old content at once (the latency path, an rsync started ahead) and a removed file",
           .timeLimit(.minutes(3)))
     func runKeepsVersionsOnTheRemote() async throws {
         try await offThePool {
             let r = try Remote("runKeepsVersionsOnTheRemote")
             try FS.writeFile(r.sandbox.source / "notes.txt", "v0")
             try FS.writeFile(r.sandbox.source / "gone.txt", "gone")
-            let agent = try await r.start(["--keep-versions", "1d"])
+            let agent = try await r.start(["--keep-versions", "1d", "-v"])
             defer { agent.killNow() }
             try await r.expectConverges(agent, "the first pass")
             // Three overwrites one at a time: each replaced content is kept, the later ones
@@ -115,6 +115,24 @@ extension RemoteMirrorEndToEndTests {
                 }
                 #expect(arrived, "overwrite \(i): \(Self.versions(r))\n\(agent.stderrText)")
             }
+            // Ten files overwritten one after another, as an editor saves: each goes to an
+            // rsync started ahead (one of the same arguments, versions' included), so a change
+            // with versions waits no longer than one without; each old content is kept.
+            for i in 0..<10 { try FS.writeFile(r.sandbox.source / "o\(i).dat", "old \(i)") }
+            let ten = await eventually(timeout: .seconds(30)) {
+                (0..<10).allSatisfy { (try? FS.readFile(r.sandbox.mirror / "o\($0).dat")) == Self.b("old \($0)") }
+            }
+            try #require(ten, "ten new files: \(agent.stderrText)")
+            let before = agent.stderrText.split(separator: "\n").filter { $0.contains("(started ahead)") }.count
+            for i in 0..<10 {
+                try FS.overwrite(r.sandbox.source / "o\(i).dat", Self.b("new \(i)"))
+                let arrived = await eventually(timeout: .seconds(30)) { (try? FS.readFile(r.sandbox.mirror / "o\(i).dat")) == Self.b("new \(i)") }
+                #expect(arrived, "o\(i).dat")
+            }
+            let keptTen = await eventually(timeout: .seconds(30)) { Self.versions(r).filter { $0.hasPrefix("o") }.count == 10 }
+            #expect(keptTen, "\(Self.versions(r))")
+            let ahead = agent.stderrText.split(separator: "\n").filter { $0.contains("(started ahead)") }.count - before
+            #expect(ahead >= 8, "\(ahead) of 10 overwrites went to an rsync started ahead:\n\(agent.stderrText)")
             try FS.unlink(r.sandbox.source / "gone.txt")
             let removed = await eventually(timeout: .seconds(30)) { Self.versions(r).contains { $0.hasPrefix("gone~") } }
             #expect(removed, "\(Self.versions(r))\n\(agent.stderrText)")

@@ -1,3 +1,4 @@
+import Glibc
 import KeepSyncCore
 
 /// The remote mirror's root directory as `sync` and `run` check it before writing (the
@@ -57,5 +58,15 @@ public struct RemoteRoot: Sendable {
     /// `body`, its transport failure as a `KeepSyncError` naming the host.
     func transported<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch let error as RemoteFailure { throw error.error }
+    }
+
+    /// The mirror at this root for `settings`' source, keeping versions when they are on:
+    /// every caller builds it here, so the rsync runs' arguments (a warm rsync is used only
+    /// for the same ones) and the listings (which skip the versions directory) agree.
+    public func mirror(_ settings: Settings) -> RemoteMirror {
+        RemoteMirror(session: session, target: target, sourceRoot: settings.source,
+                     versions: settings.versions.map { v in
+                         RemoteMirror.VersionKeeping(directory: v.directory, now: { Int64(Glibc.time(nil)) })
+                     })
     }
 }

@@ -54,10 +54,7 @@ public struct LinuxAgentHost: AgentHost {
         -> (source: any FileSystemProviding, mirror: any MirrorProviding) {
         if let remote {
             return (try PosixFileSystem(rootPath: settings.source),
-                    RemoteMirror(session: remote.session, target: remote.target, sourceRoot: settings.source,
-                                 versions: settings.versions.map { v in
-                                     RemoteMirror.VersionKeeping(directory: v.directory, now: { Int64(Glibc.time(nil)) })
-                                 }))
+                    remote.mirror(settings))
         }
         let mirror = settings.mirror
         let versions = try settings.versions.map { versions in
