@@ -6,9 +6,10 @@ extension Bench {
     /// The data versions cost the disk, on ext4, xfs and btrfs (each a loop-mounted image
     /// of its own): 1,000 files of 64 KiB overwritten, then `keepsync sync` with
     /// `--keep-versions 30d` and, on a tree of its own on the same file system, without.
-    /// Counted at the loop device: the sectors written from just before the sync until
-    /// after a `sync` that follows it (`/sys/block/loopN/stat`), with versions less
-    /// without. A copy of the old files would add 62.5 MiB; a link adds a directory entry.
+    /// Counted as the bytes keepsync passed to write calls (`wchar`), with versions less
+    /// without (a version is a link or a rename: no write call); and, metadata included,
+    /// at the loop device: the sectors written from just before the sync until after a
+    /// `sync` that follows it (`/sys/block/loopN/stat`). A copy would add 62.5 MiB.
     /// Skipped, saying why, without root or the file system's mkfs.
     func versionBytesWritten() -> [Row] {
         guard geteuid() == 0 else {
@@ -60,26 +61,38 @@ extension Bench {
             try fillOverwriteFiles(Paths.join(mount, "src-\(on)"))
             try Spawn.run(sync(on))
         }
-        var extra = Samples()
+        var extra = Samples(), atDevice = Samples()
         var written: [Bool: [Double]] = [:]
         for _ in 0..<options.repetitions {
-            var bytes: [Bool: Double] = [:]
+            var bytes: [Bool: Double] = [:], calls: [Bool: Double] = [:]
             for on in [true, false] {
                 try fillOverwriteFiles(Paths.join(mount, "src-\(on)"))
                 try Spawn.run([tool("sync")])
-                let before = try sectorsWritten()
+                let before = try sectorsWritten(), wrote = Self.writeCalls()
                 try Spawn.run(sync(on))
+                calls[on] = Double(Self.writeCalls() - wrote)
                 try Spawn.run([tool("sync")])
                 bytes[on] = Double(try sectorsWritten() - before) * 512
                 written[on, default: []].append(bytes[on]! / 1_048_576)
             }
-            extra.values.append((bytes[true]! - bytes[false]!) / 1_048_576)
+            extra.values.append(calls[true]! - calls[false]!)
+            atDevice.values.append((bytes[true]! - bytes[false]!) / 1_048_576)
         }
         let kept = (try? Paths.list(Paths.join(Paths.join(mount, "mirror-true"), ".keepsync-versions")))?.count ?? 0
         log("versions bytes on \(fs): with \(written[true] ?? []) MiB, without \(written[false] ?? []) MiB; \(kept) versions")
         let shown = { (v: [Double]?) in (v ?? []).map { Unit.mebibytes.format($0) }.joined(separator: ", ") }
-        return Row(measure: "versions: data written for versions on \(fs), 1,000 x 64 KiB overwritten", unit: .mebibytes,
-                   tools: [("keepsync", extra)], absolute: 1,
-                   note: "device writes of a sync with versions less one without (with: \(shown(written[true])); without: \(shown(written[false]))); \(kept) versions kept; a copy would add 62.5 MiB")
+        let deviceText = atDevice.values.map { Unit.mebibytes.format($0) }.joined(separator: ", ")
+        return Row(measure: "versions: bytes written for versions on \(fs), 1,000 x 64 KiB overwritten", unit: .count,
+                   tools: [("keepsync", extra)], absolute: 4096,
+                   note: "bytes keepsync passed to write calls (wchar) in a sync with versions less one without (a file's data would be 65,536; what differs is text: status and summary name the versions); at the device, metadata included: \(deviceText) more (with: \(shown(written[true])); without: \(shown(written[false]))); \(kept) versions kept; a copy would add 62.5 MiB")
+    }
+
+    /// Bytes this process and its reaped children passed to write calls (`wchar` of
+    /// `/proc/self/io`: a child's counts join its parent's when it is reaped).
+    static func writeCalls() -> UInt64 {
+        for line in (Machine.read("/proc/self/io") ?? "").split(separator: "\n") where line.hasPrefix("wchar:") {
+            return UInt64(line.dropFirst(6).filter { $0 != " " }) ?? 0
+        }
+        return 0
     }
 }
