@@ -297,9 +297,6 @@ public final class RemoteSession: Sendable {
             if standby.argv == argv, ContinuousClock.now - standby.child.spawned < warmAge(argv),
                standby.child.childrenAlive, standby.child.send(input) {
                 warm = standby.child.collect(timeout: timeout)
-                // Its ssh gone before the grace told (rsync reaps it at once): the link was
-                // down (exit 10: socket I/O, 12: protocol stream, 255: ssh): a fresh one runs.
-                if let w = warm, !w.timedOut, [10, 12, 255].contains(w.status) { warm = nil }
             } else {
                 standby.child.abandon()
             }
