@@ -370,19 +370,7 @@ public final class AtomicFileAccessor: FileAccessorProviding {
     /// at the next barrier). Where the file system takes none (EPERM, EOPNOTSUPP, EMLINK):
     /// `.unsupported`.
     public func link(_ from: RelativePath, to: RelativePath) throws {
-        forgetStagingDirectories(within: to)
-        try tree.withParent(from) { fromParent, fromName in
-            try tree.withParent(to) { toParent, toName in
-                do throws(Errno) {
-                    try Sys.link(fromParent, fromName, toParent, toName)
-                } catch {
-                    if [EPERM, EOPNOTSUPP, EMLINK, ENOSYS].contains(error.rawValue) {
-                        throw KeepSyncError(.unsupported, "linkat: \(error.text)", path: from, errno: error.rawValue)
-                    }
-                    throw error.error("linkat", path: from)
-                }
-            }
-        }
+        try link(from, in: self, to: to)
     }
 
     /// Sets permission bits and/or the modification time, never through a symlink.
