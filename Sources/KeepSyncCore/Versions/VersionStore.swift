@@ -20,6 +20,15 @@ public struct StoredVersion: Sendable, Equatable {
 public protocol VersionDirectoryProviding: FileSystemProviding {
     /// Removes a path and everything below it.
     func remove(_ path: RelativePath) throws
+    /// `remove` of each (a remote mirror: one round trip for them all); a result per path.
+    func removeEach(_ paths: [RelativePath]) -> [Result<Void, any Error>]
+}
+
+extension VersionDirectoryProviding {
+    /// `remove` of each, one at a time.
+    public func removeEach(_ paths: [RelativePath]) -> [Result<Void, any Error>] {
+        paths.map { p in Result { try remove(p) } }
+    }
 }
 
 /// A mirror that keeps versions some other way than `VersionKeepingSteps` (a remote one).
@@ -84,20 +93,20 @@ public struct VersionStore: Sendable {
     public func thin(now: Int64, keep: Int64) throws
         -> (removed: [StoredVersion], failed: [(StoredVersion, any Error)], floored: Int) {
         var removed: [StoredVersion] = [], failed: [(StoredVersion, any Error)] = []
-        var left: [StoredVersion] = []
+        var left: [StoredVersion] = [], going: [StoredVersion] = []
         for (_, group) in Dictionary(grouping: try list(), by: \.original) {
             let ordered = group.sorted { ($0.seconds, $0.sequence) < ($1.seconds, $1.sequence) }
             // Two in one second: the later (higher sequence) counts as newer.
             let expired = VersionRetention.expired(ordered.map(\.seconds), now: now, keep: keep)
             for (i, version) in ordered.enumerated() {
-                guard expired.contains(i) else {
-                    left.append(version)
-                    continue
-                }
-                do {
-                    try steps.remove(version.path)
-                    removed.append(version)
-                } catch { failed.append((version, error)) }
+                if expired.contains(i) { going.append(version) } else { left.append(version) }
+            }
+        }
+        // In one call: a remote mirror removes them all in one round trip.
+        for (version, result) in zip(going, steps.removeEach(going.map(\.path))) {
+            switch result {
+            case .success: removed.append(version)
+            case .failure(let error): failed.append((version, error))
             }
         }
         var floored = 0

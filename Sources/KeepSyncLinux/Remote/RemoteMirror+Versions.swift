@@ -112,6 +112,13 @@ extension RemoteMirror: VersionKeepingMirror, VersionDirectoryProviding {
         return (VersionStore(steps: self, directory: versions.directory, space: { [weak self] in self?.space() }), versions.now)
     }
 
+    /// Removes each in one round trip (thinning removes many at once).
+    public func removeEach(_ paths: [RelativePath]) -> [Result<Void, any Error>] {
+        do { return try removeAll(paths).map { $0.mapError { $0 as any Error } } } catch {
+            return paths.map { .failure(Self.naming(error, $0)) }
+        }
+    }
+
     /// The remote file system of the mirror directory: bytes free to an unprivileged
     /// writer and in all (`df -P -k`); nil when that cannot be read.
     public func space() -> (free: UInt64, total: UInt64)? {
