@@ -173,16 +173,17 @@ struct RemoteMirrorTests {
             #expect(f.session.rsyncRuns == 3 && f.session.warmRsyncRuns == warmBefore + 1)
             #expect(kill(waiting, 0) != 0)
 
-            // Its ssh killed while it waits (a dropped connection): the run goes to a fresh
-            // rsync and succeeds.
+            // Its ssh killed while it waits for its list, past its handshake, and reaped by
+            // rsync at once (a dropped connection), all within the grace a new one has to
+            // start its ssh: the run goes to a fresh rsync and succeeds.
             let waitingNow = try #require(f.session.warmRsyncPid)
-            let children = (try? LiveFS.readFile(Self.b("/proc/\(waitingNow)/task/\(waitingNow)/children"))) ?? []
-            let ssh = try #require(children.split(separator: 0x20).compactMap { pid_t(String(decoding: $0, as: UTF8.self)) }.first,
+            let children = { (try? LiveFS.readFile(Self.b("/proc/\(waitingNow)/task/\(waitingNow)/children"))) ?? [] }
+            let ssh = try #require(children().split(separator: 0x20).compactMap { pid_t(String(decoding: $0, as: UTF8.self)) }.first,
                                    "the warm rsync's ssh")
+            #expect(eventuallyBlocking(timeout: .seconds(10)) { Self.pollsItsStdin(waitingNow) }, "the warm rsync waits for its list")
             #expect(kill(ssh, SIGKILL) == 0)
-            #expect(eventuallyBlocking(timeout: .seconds(10)) {
-                (try? LiveFS.readFile(Self.b("/proc/\(ssh)/stat")))?.contains(0x5A) ?? true
-            }, "the ssh ended")
+            #expect(eventuallyBlocking(timeout: .seconds(10)) { children().isEmpty }, "rsync reaped its ssh")
+            #expect(kill(waitingNow, 0) == 0, "and still waits")
             try install([Self.b("third")])
             #expect(f.session.rsyncRuns == 4 && f.session.warmRsyncRuns == warmBefore + 1, "\(f.session.rsyncRuns) runs, \(f.session.warmRsyncRuns) warm")
 
@@ -192,6 +193,21 @@ struct RemoteMirrorTests {
             #expect(try LiveFS.list(f.remote).count == 303)
             print("RemoteMirrorTests: warm rsync: \(f.session.rsyncRuns) runs, \(f.session.warmRsyncRuns) through a warm rsync; one whose ssh was killed left its run to a fresh rsync")
         }
+    }
+
+    /// Whether `pid` sleeps in poll(2) on its stdin alone (rsync past its handshake, waiting
+    /// for its list): its syscall's first argument, read from its memory.
+    static func pollsItsStdin(_ pid: pid_t) -> Bool {
+        guard let line = try? LiveFS.readFile(b("/proc/\(pid)/syscall")) else { return false }
+        let words = line.split(separator: 0x20).map { String(decoding: $0, as: UTF8.self) }
+        // poll is 7 on x86_64; ppoll, 73 on aarch64 and 271 on x86_64, takes the same array.
+        guard words.count > 2, ["7", "73", "271"].contains(words[0]), words[2] == "0x1",
+              let address = UInt64(words[1].dropFirst(2), radix: 16) else { return false }
+        let fd = open("/proc/\(pid)/mem", O_RDONLY)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var watched: Int32 = -1
+        return pread(fd, &watched, 4, off_t(Int64(bitPattern: address))) == 4 && watched == 0
     }
 
     @Test("a warm rsync is renewed while runs are recent and sends nothing meanwhile, ends when idle and with closeMaster; commands at once take turns in one remote shell beside it")

@@ -55,19 +55,21 @@ struct CapturedChild: Sendable {
 
     /// Whether it runs and so do all its children (rsync's ssh), as `/proc/PID/stat` and
     /// `/proc/PID/task/PID/children` say: an ssh that ended (reaped, or a zombie) means the
-    /// transport behind a waiting rsync is gone (rsync reaps it at once: then it has none).
-    /// One spawned within `childGrace` with no child yet (its ssh still to come, on a
-    /// loaded machine) runs. Without those files, whether it can be signalled.
+    /// transport behind a waiting rsync is gone. rsync reaps it at once, so "no child" is
+    /// told apart from "no child yet" by the minor faults of reaped children (`cminflt`),
+    /// which any exec makes nonzero; one spawned within `childGrace` with no child yet (its
+    /// ssh still to come, on a loaded machine) runs. Without those files, whether it can be
+    /// signalled.
     var childrenAlive: Bool {
-        guard let running = Self.running(pid) else { return kill(pid, 0) == 0 }
-        guard running else { return false }
+        guard let stat = Self.stat(pid) else { return kill(pid, 0) == 0 }
+        guard stat.running else { return false }
         guard let fd = try? Sys.open(.currentDirectory, Array("/proc/\(pid)/task/\(pid)/children".utf8), O_RDONLY) else {
             return true
         }
         let text = (try? fd.readAll()) ?? []
         fd.close()
         let children = text.split(separator: 0x20).compactMap { pid_t(String(decoding: $0, as: UTF8.self)) }
-        guard !children.isEmpty else { return ContinuousClock.now - spawned < Self.childGrace }
+        guard !children.isEmpty else { return stat.reapedFaults == 0 && ContinuousClock.now - spawned < Self.childGrace }
         return children.allSatisfy { Self.running($0) == true }
     }
 
@@ -76,14 +78,23 @@ struct CapturedChild: Sendable {
 
     /// Whether `pid` runs (not a zombie, not gone); nil when /proc cannot say.
     static func running(_ pid: pid_t) -> Bool? {
+        stat(pid).map(\.running)
+    }
+
+    /// From `/proc/PID/stat`: whether it runs, and the minor faults of the children it
+    /// reaped (field 11, `cminflt`); gone is not running; nil when /proc cannot say.
+    static func stat(_ pid: pid_t) -> (running: Bool, reapedFaults: Int)? {
         let fd: FileDescriptor
         do throws(Errno) { fd = try Sys.open(.currentDirectory, Array("/proc/\(pid)/stat".utf8), O_RDONLY) } catch {
-            return error.rawValue == ENOENT ? false : nil
+            return error.rawValue == ENOENT ? (false, 0) : nil
         }
         defer { fd.close() }
-        // "PID (COMM) STATE ...": the state follows the last ')'; Z and X have ended.
+        // "PID (COMM) STATE PPID PGRP SESSION TTY TPGID FLAGS MINFLT CMINFLT ...": the state
+        // follows the last ')'; Z and X have ended.
         guard let stat = try? fd.readAll(), let close = stat.lastIndex(of: 0x29), close + 2 < stat.count else { return nil }
-        return stat[close + 2] != 0x5A && stat[close + 2] != 0x58
+        let fields = stat[(close + 2)...].split(separator: 0x20)
+        guard fields.count > 8, let faults = Int(String(decoding: fields[8], as: UTF8.self)) else { return nil }
+        return (fields[0].first != 0x5A && fields[0].first != 0x58, faults)
     }
 
     /// Kills its process group and reaps it, closing every pipe.
