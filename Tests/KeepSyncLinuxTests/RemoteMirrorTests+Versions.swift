@@ -59,8 +59,12 @@ extension RemoteMirrorTests {
             let space = try #require(restarted.space(), "df on the remote")
             #expect(space.total > 0 && space.free <= space.total)
             // A day on, kept a day: all three go (the removals inside the versions directory remove).
+            let commands = f.session.commandsRun
             let thinned = try store.thin(now: 1_765_000_060 + 86_400 * 2, keep: 86_400)
             #expect(thinned.removed.count == 3 && thinned.failed.isEmpty, "\(thinned)")
+            // A stat and a listing of each of its two directories (itself and the staging
+            // one), then one round trip removes all three (not one each).
+            #expect(f.session.commandsRun - commands == 4, "\(f.session.commandsRun - commands) remote commands to thin 3 versions")
             #expect(kept().isEmpty && (try? LiveFS.list(f.rem(Self.b(".keepsync-versions/.keepsync-incoming")))) != nil)
         }
     }
