@@ -42,16 +42,25 @@ public final class FakeAgentHost: AgentHost {
     public var copies: (executor: CopyExecutor, io: ParallelIO, scanIO: ParallelIO) { (.inline, .serial, .serial) }
 
     /// Locks, loads the store, and checks the source with `SourceSafety` as the agent's host does.
-    public func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
+    public func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?, pausingForMirror: Bool,
                         refused: (RecordSet, String) -> Void) throws -> PreparedRecords {
         var records = try store.load()
         let root = sourceRootStat(settings.source)
         try SourceSafety.require(settings, root: root, rootIsEmpty: sourceRootIsEmpty(settings.source), records: records,
                                  refused: refused)
-        try MirrorSafety.require(settings, records: records, current: mirrorRoot(settings.mirror), refused: refused)
-        records.mirror = mirrorRoot(settings.mirror)
+        let current = mirrorRoot(settings.mirror)
+        var away: String?
+        if pausingForMirror, records.mirror != nil {
+            away = MirrorSafety.problem(settings, records: records, current: current)
+        }
+        if away == nil {
+            try MirrorSafety.require(settings, records: records, current: current, refused: refused)
+            if let current, records.mirror != current { try store.apply([.setMirror(current)]) }
+            records.mirror = current
+        }
         state.withLock { $0.locked = true }
-        return PreparedRecords(store: store, records: records, root: root!, release: { self.state.withLock { $0.locked = false } })
+        return PreparedRecords(store: store, records: records, root: root!, mirrorAway: away,
+                               release: { self.state.withLock { $0.locked = false } })
     }
 
     /// The two trees.

@@ -8,7 +8,7 @@ import Testing
 /// a manual clock. `until` moves the clock in steps while it waits (with a real-time
 /// deadline) for a condition.
 final class AgentHarness: Sendable {
-    let clock = ManualClock()
+    let clock: ManualClock
     let host: FakeAgentHost
     let notifier: RecordingNotifier
     let writer = RecordingStatusWriter()
@@ -19,9 +19,12 @@ final class AgentHarness: Sendable {
     let reloads = Mutex(0)
     let onReload: @Sendable (AgentHarness) -> Void
 
-    init(watchdog: Duration? = nil, reloaded: @escaping @Sendable (inout Settings) -> Void = { _ in },
+    /// `after`: a restart on the machine (host and clock) of an agent that has stopped.
+    init(watchdog: Duration? = nil, after previous: AgentHarness? = nil,
+         reloaded: @escaping @Sendable (inout Settings) -> Void = { _ in },
          onReload: @escaping @Sendable (AgentHarness) -> Void = { _ in }) {
-        host = FakeAgentHost(clock: clock)
+        clock = previous?.clock ?? ManualClock()
+        host = previous?.host ?? FakeAgentHost(clock: clock)
         notifier = RecordingNotifier(watchdogInterval: watchdog)
         self.onReload = onReload
         let settings = FakeAgentHost.settings()

@@ -146,6 +146,33 @@ struct AgentTests {
         #expect(h.host.runningWatchers == 0)
     }
 
+    @Test("a mirror away at start (a disk not plugged in yet): run starts, sends READY=1 paused, writes nothing, and catches up when it is back")
+    func aMirrorAwayAtStartIsAPauseNotAnExit() async throws {
+        let first = AgentHarness()
+        first.populate()
+        first.start()
+        try await first.waitUntilReady()
+        #expect(try await first.stop() == .success)
+
+        first.host.setMirrorGone(true)
+        first.host.source.writeFile(RelativePath("while-away"), Array("new".utf8))
+        let h = AgentHarness(after: first)
+        h.start()
+        let paused = "paused: mirror unavailable: /mirror is missing; nothing is written there until it is back (is the disk unplugged?)"
+        try await h.waitUntilReady()
+        #expect(h.notifier.messages.first { $0.hasPrefix("READY=1") } == "READY=1\nSTATUS=" + paused, "\(h.notifier.messages)")
+        #expect(!h.finished, "run is still running")
+        #expect(h.writer.reports.last?.state == "error" && h.writer.reports.last?.errors.first?.message.contains("mirror unavailable") == true,
+                "\(h.writer.reports.last.map { "\($0)" } ?? "no status")")
+        #expect(h.host.mirror.node(RelativePath("while-away")) == nil, "nothing written while away")
+
+        h.host.setMirrorGone(false)
+        try await h.until("watching again") { h.notifier.statusLines.last == "watching 4 files, 0 pending" }
+        #expect(h.host.mirror.node(RelativePath("while-away")) != nil, "caught up")
+        #expect(try await h.stop() == .success)
+        #expect(h.writer.reports.last?.state == "stopped")
+    }
+
     @Test func theWatchdogIsPingedWhileALongScanBeatsAndNotWhileTheAgentIsStuck() async throws {
         let h = AgentHarness(watchdog: .seconds(2))   // a tick every second
         h.populate()

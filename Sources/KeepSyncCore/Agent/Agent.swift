@@ -88,7 +88,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let prepared: PreparedRecords
         do {
             defer { stopReading() }
-            prepared = try host.prepare(settings, logger: logger, heartbeat: heartbeat) { _, message in
+            prepared = try host.prepare(settings, logger: logger, heartbeat: heartbeat, pausingForMirror: true) { _, message in
                 writeStatus(state: .refused(reason: message), snapshot: nil, extraErrors: [(".", message)], force: true)
             }
         }
@@ -110,14 +110,20 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let statusTask = Task { await self.statusLoop() }
         defer { statusTask.cancel() }
 
+        // A mirror away at start (a USB disk not plugged in yet) is waited for, as one
+        // that goes while the agent runs.
+        rootProblem = prepared.mirrorAway
         while !stopRequested {
-            try await runGeneration(store: store, records: records)
+            if rootProblem == nil {
+                try await runGeneration(store: store, records: records)
+            }
             if stopRequested { break }
             guard let problem = rootProblem else { break }
             // The root vanished or was replaced: wait for the recorded one to come back.
             state = .paused(reason: problem)
             writeStatus(state: state, snapshot: nil, extraErrors: [(".", problem)], force: true)
-            status.notify(StatusLine.paused(problem))
+            // Paused from the start, the service has started all the same: it waits.
+            if status.readySent { status.notify(StatusLine.paused(problem)) } else { status.ready(StatusLine.paused(problem)) }
             logger.error("\(problem); mirroring paused until it is back")
             // A write the stopped manager still holds must not land after the next one's;
             // then its trees go, so that nothing holds an unplugged disk's file system.
@@ -345,7 +351,11 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     }
 
     func writeStatusNow(force: Bool) async {
-        guard let manager else { return }
+        guard let manager else {
+            // Stopped while paused: status says so.
+            if state == .stopped { writeStatus(state: state, snapshot: nil, extraErrors: [], force: force) }
+            return
+        }
         let snapshot = await manager.snapshot()
         if snapshot.fullPasses > seenPasses {
             seenPasses = snapshot.fullPasses

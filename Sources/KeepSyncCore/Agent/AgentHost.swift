@@ -9,8 +9,9 @@ public protocol AgentHost: Sendable {
     var copies: (executor: CopyExecutor, io: ParallelIO, scanIO: ParallelIO) { get }
     /// Takes the single-instance lock, loads the records, applies the source-safety rules
     /// and makes the mirror; calls `refused` with the records and the reason before
-    /// throwing a refusal.
-    func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
+    /// throwing a refusal. `pausingForMirror` (`run`): a recorded mirror root that is
+    /// missing or replaced is no refusal but `PreparedRecords.mirrorAway`.
+    func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?, pausingForMirror: Bool,
                  refused: (RecordSet, String) -> Void) throws -> PreparedRecords
     /// Opens the source and the mirror (on a file system holding `limits`) for one watcher
     /// generation; `live` for `run` (see `LocalMirror.changedCopyRetries`).
@@ -51,12 +52,17 @@ public struct PreparedRecords {
     public var root: FileStat
     /// Releases the single-instance lock.
     public var release: () -> Void
+    /// Why the recorded mirror cannot be written now (missing or replaced), when
+    /// preparation went on without it; nil when it can.
+    public var mirrorAway: String?
 
     /// Prepared records.
-    public init(store: any AgentRecordStore, records: RecordSet, root: FileStat, release: @escaping () -> Void) {
+    public init(store: any AgentRecordStore, records: RecordSet, root: FileStat, mirrorAway: String? = nil,
+                release: @escaping () -> Void) {
         self.store = store
         self.records = records
         self.root = root
+        self.mirrorAway = mirrorAway
         self.release = release
     }
 }

@@ -28,7 +28,7 @@ public struct SyncCommand<C: Clock> where C.Duration == Duration {
         let prepared: PreparedRecords
         do {
             defer { stopReading() }
-            prepared = try host.prepare(settings, logger: logger, heartbeat: nil) { records, message in
+            prepared = try host.prepare(settings, logger: logger, heartbeat: nil, pausingForMirror: false) { records, message in
                 writeStatus(state: .refused(reason: message), records: records, summary: nil, extraErrors: [(path: ".", message: message)])
             }
         }

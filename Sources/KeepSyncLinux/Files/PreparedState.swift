@@ -12,11 +12,16 @@ struct PreparedState {
     let records: RecordSet
     /// The source root's stat, checked safe.
     let root: FileStat
+    /// Why the recorded mirror cannot be written now (missing or replaced), when
+    /// `pausingForMirror` let preparation go on without it.
+    private(set) var mirrorAway: String?
 
     /// Prepares, or throws `.configuration` (exit 2) / `.unsafe` (exit 3) after calling
     /// `refused` with the message, leaving the mirror untouched. The load beats `heartbeat`.
+    /// `pausingForMirror` (`run`): a recorded mirror that is missing or replaced is no
+    /// refusal but `mirrorAway`, nothing written there.
     init(_ settings: Settings, logger: Logger, heartbeat: Heartbeat? = nil, remote: RemoteRoot? = nil,
-         refused: (RecordSet, String) -> Void) throws {
+         pausingForMirror: Bool = false, refused: (RecordSet, String) -> Void) throws {
         try HostPaths.makeDirectories(settings.state, mode: 0o700)
         lock = try StateLock(stateDirectory: settings.state)
         do {
@@ -32,11 +37,17 @@ struct PreparedState {
             try SourceSafety.require(settings, root: rootStat, rootIsEmpty: rootIsEmpty, records: records, refused: refused)
             root = rootStat!
             if let remote {
-                try Self.prepareRemote(remote, settings: settings, records: &records, store: store, logger: logger, refused: refused)
+                mirrorAway = try Self.prepareRemote(remote, settings: settings, records: &records, store: store, logger: logger,
+                                                    pausing: pausingForMirror, refused: refused)
                 self.records = records
                 return
             }
             let current = MirrorProbe.currentMirrorRoot(settings.mirror)
+            if let away = Self.away(settings, records: records, current: current, pausing: pausingForMirror) {
+                mirrorAway = away
+                self.records = records
+                return
+            }
             try MirrorSafety.require(settings, records: records, current: current, refused: refused)
             try HostPaths.makeDirectories(settings.mirror, mode: 0o755)
             var probed: MirrorRoot
@@ -72,15 +83,17 @@ struct PreparedState {
     /// replaced directory while records exist), made on a first run. A host that cannot be
     /// reached is no reason to refuse `run` once a root was recorded: the agent waits for
     /// it (its passes check the root again); with nothing recorded it is an error.
+    /// Returns why the mirror is away when `pausing` let it be.
     private static func prepareRemote(_ remote: RemoteRoot, settings: Settings, records: inout RecordSet,
-                                      store: JournalBookmarkStore, logger: Logger,
-                                      refused: (RecordSet, String) -> Void) throws {
+                                      store: JournalBookmarkStore, logger: Logger, pausing: Bool,
+                                      refused: (RecordSet, String) -> Void) throws -> String? {
         let current: MirrorRoot?
         do { current = try remote.current() } catch let error as KeepSyncError where error.code == .unreachable {
             guard records.mirror != nil else { throw error }
             logger.warning("\(error.message): the mirror is checked once it answers")
-            return
+            return nil
         }
+        if let away = away(settings, records: records, current: current, pausing: pausing) { return away }
         try MirrorSafety.require(settings, records: records, current: current, refused: refused)
         try remote.checkRsync(logger: logger)
         var root = current
@@ -93,5 +106,14 @@ struct PreparedState {
         if let old = records.mirror, old.isSameRoot(as: root) { root.identity = old.identity }
         if records.mirror != root { try store.apply([.setMirror(root)]) }
         records.mirror = root
+        return nil
+    }
+
+    /// Why a recorded mirror root cannot be written now, when `pausing` and the records
+    /// hold that root (`run` then waits for it); nil otherwise (`MirrorSafety.require`
+    /// decides: records without a mirror root are refused, as `sync` refuses).
+    private static func away(_ settings: Settings, records: RecordSet, current: MirrorRoot?, pausing: Bool) -> String? {
+        guard pausing, records.mirror != nil else { return nil }
+        return MirrorSafety.problem(settings, records: records, current: current)
     }
 }

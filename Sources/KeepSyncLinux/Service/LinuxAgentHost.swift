@@ -39,12 +39,13 @@ public struct LinuxAgentHost: AgentHost {
     }
 
     /// Takes the state's lock and loads (or refuses) its records.
-    public func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?,
+    public func prepare(_ settings: Settings, logger: Logger, heartbeat: Heartbeat?, pausingForMirror: Bool,
                  refused: (RecordSet, String) -> Void) throws -> PreparedRecords {
-        let prepared = try PreparedState(settings, logger: logger, heartbeat: heartbeat, remote: remote, refused: refused)
+        let prepared = try PreparedState(settings, logger: logger, heartbeat: heartbeat, remote: remote,
+                                         pausingForMirror: pausingForMirror, refused: refused)
         let lock = prepared.lock
         return PreparedRecords(store: prepared.store, records: prepared.records, root: prepared.root,
-                               release: { lock.release() })
+                               mirrorAway: prepared.mirrorAway, release: { lock.release() })
     }
 
     /// The source as a POSIX tree; the mirror as a local mirror over atomic file steps, or
