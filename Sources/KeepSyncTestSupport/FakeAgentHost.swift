@@ -5,7 +5,10 @@ import Synchronization
 /// (every one kept), a source root that can vanish, timers on a manual clock.
 public final class FakeAgentHost: AgentHost {
     /// The source tree.
-    public let source = InMemoryTree(device: 1)
+    public let source: InMemoryTree
+    /// The host whose source this one shares (another mirror of one agent), if any: its
+    /// source root's state is this one's.
+    public let sourceHost: FakeAgentHost?
     /// The mirror tree.
     public let mirror = InMemoryTree(device: 2)
     /// The record store.
@@ -21,6 +24,17 @@ public final class FakeAgentHost: AgentHost {
     public init(clock: ManualClock, mirrorLimits: MirrorLimits = .none) {
         self.clock = clock
         self.mirrorLimits = mirrorLimits
+        source = InMemoryTree(device: 1)
+        sourceHost = nil
+    }
+
+    /// Another mirror's host of the agent `first` serves: the same source (and its root's
+    /// state), a mirror and a store of its own.
+    public init(sharingSourceWith first: FakeAgentHost, mirrorLimits: MirrorLimits = .none) {
+        clock = first.clock
+        self.mirrorLimits = mirrorLimits
+        source = first.source
+        sourceHost = first
     }
 
     /// Makes the mirror root vanish (an unplugged disk), or come back.
@@ -95,7 +109,8 @@ public final class FakeAgentHost: AgentHost {
 
     /// The source root's stat, unless it is gone.
     public func sourceRootStat(_ path: [UInt8]) -> FileStat? {
-        state.withLock { $0.rootGone } ? nil : try? source.stat(.root)
+        if let sourceHost { return sourceHost.sourceRootStat(path) }
+        return state.withLock { $0.rootGone } ? nil : try? source.stat(.root)
     }
 
     /// True when the source root lists nothing.
@@ -137,11 +152,12 @@ public final class FakeAgentHost: AgentHost {
     public var isLocked: Bool { state.withLock { $0.locked } }
 
     /// Settings for this host: source, mirror and state at fixed paths, `configure` applied.
-    public static func settings(_ configure: (inout Configuration) -> Void = { _ in }) -> Settings {
+    public static func settings(mirror: String = "/mirror", state: String = "/state",
+                                _ configure: (inout Configuration) -> Void = { _ in }) -> Settings {
         var configuration = Configuration()
         configure(&configuration)
         return Settings(configuration: configuration, invocation: Invocation(command: .run),
-                        source: Array("/src".utf8), mirror: Array("/mirror".utf8), state: Array("/state".utf8),
+                        source: Array("/src".utf8), mirror: Array(mirror.utf8), state: Array(state.utf8),
                         excludes: try! ExcludeMatcher(patterns: configuration.excludes), configFile: nil)
     }
 }

@@ -42,7 +42,7 @@ struct CommandRunner: Sendable {
             case .restore:
                 return try restore(try settings(invocation))
             case .run:
-                return try runAgent(try settings(invocation), style: style)
+                return try runAgent(try mirrors(invocation), style: style)
             case .serviceInstall:
                 return try ServiceInstaller(invocation: invocation, environment: environment, home: home).install()
             case .serviceUninstall:
@@ -68,6 +68,9 @@ struct CommandRunner: Sendable {
     /// Loads the configuration file and flags, resolves and checks the paths.
     func settings(_ invocation: Invocation) throws -> Settings { try resolver.settings(invocation) }
 
+    /// Every mirror's settings (SPEC "Several mirrors").
+    func mirrors(_ invocation: Invocation) throws -> [Settings] { [try resolver.settings(invocation)] }
+
     /// A remote mirror's next rsync run starts ahead of it: a live change's, a pass's next
     /// group's (the login shell and rsync's start off their path).
     private func keepRsyncWarm(_ host: LinuxAgentHost, _ settings: Settings) {
@@ -90,17 +93,19 @@ struct CommandRunner: Sendable {
 
     // MARK: run
 
-    func runAgent(_ settings: Settings, style: LogSink.Style) throws -> ExitCode {
+    func runAgent(_ mirrors: [Settings], style: LogSink.Style) throws -> ExitCode {
+        let settings = mirrors[0]
         let progress = TerminalProgress(enabled: style == .foreground)
         let logger = LogSink.logger(level: settings.configuration.logLevel, style: style, progress: progress)
         let runner = self
         let invocation = settings.invocation
-        let host = try LinuxAgentHost(settings: settings)
-        defer { host.remote?.session.close() }
-        keepRsyncWarm(host, settings)
-        let agent = Agent(settings: settings, host: host, notifier: SystemdNotifier(environment: environment),
-                          statusWriter: StatusFileWriter(stateDirectory: settings.state), progress: progress,
-                          clock: ContinuousClock(), logger: logger, reload: { try runner.settings(invocation) })
+        // One host per mirror: a remote mirror's connection is its own.
+        let hosts = try mirrors.map { try LinuxAgentHost(settings: $0) }
+        defer { for host in hosts { host.remote?.session.close() } }
+        for (host, settings) in zip(hosts, mirrors) { keepRsyncWarm(host, settings) }
+        let agent = Agent(mirrors: mirrors, hosts: hosts, notifier: SystemdNotifier(environment: environment),
+                          statusWriters: mirrors.map { StatusFileWriter(stateDirectory: $0.state) }, progress: progress,
+                          clock: ContinuousClock(), logger: logger, reload: { try runner.mirrors(invocation) })
         let (signals, signalSource) = SignalSource.stream()
         defer { signalSource.cancel() }
         let outcome = Mutex<Result<ExitCode, any Error>?>(nil)

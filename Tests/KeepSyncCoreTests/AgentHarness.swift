@@ -9,9 +9,13 @@ import Testing
 /// deadline) for a condition.
 final class AgentHarness: Sendable {
     let clock: ManualClock
+    /// The first mirror's host (it also watches the source), and every mirror's.
     let host: FakeAgentHost
+    let hosts: [FakeAgentHost]
     let notifier: RecordingNotifier
-    let writer = RecordingStatusWriter()
+    /// The first mirror's status.json, and every mirror's.
+    let writer: RecordingStatusWriter
+    let writers: [RecordingStatusWriter]
     let feed = SignalFeed()
     let agent: Agent<ManualClock>
     let outcome = Mutex<Result<ExitCode, any Error>?>(nil)
@@ -20,22 +24,31 @@ final class AgentHarness: Sendable {
     let onReload: @Sendable (AgentHarness) -> Void
 
     /// `after`: a restart on the machine (host and clock) of an agent that has stopped.
-    init(watchdog: Duration? = nil, after previous: AgentHarness? = nil,
+    /// `mirrors`: that many mirrors of the one source, at /mirror, /mirror2, ...
+    init(watchdog: Duration? = nil, after previous: AgentHarness? = nil, mirrors: Int = 1,
          reloaded: @escaping @Sendable (inout Settings) -> Void = { _ in },
          onReload: @escaping @Sendable (AgentHarness) -> Void = { _ in }) {
         clock = previous?.clock ?? ManualClock()
         host = previous?.host ?? FakeAgentHost(clock: clock)
+        let first = host
+        hosts = previous?.hosts ?? [host] + (1..<max(mirrors, 1)).map { _ in FakeAgentHost(sharingSourceWith: first) }
+        writers = hosts.map { _ in RecordingStatusWriter() }
+        writer = writers[0]
         notifier = RecordingNotifier(watchdogInterval: watchdog)
         self.onReload = onReload
-        let settings = FakeAgentHost.settings()
+        let settings = hosts.indices.map { i in
+            FakeAgentHost.settings(mirror: i == 0 ? "/mirror" : "/mirror\(i + 1)", state: i == 0 ? "/state" : "/state\(i + 1)")
+        }
         let reloadBox = Mutex<(@Sendable () -> Void)?>(nil)
-        agent = Agent(settings: settings, host: host, notifier: notifier, statusWriter: writer,
+        agent = Agent(mirrors: settings, hosts: hosts, notifier: notifier, statusWriters: writers,
                       progress: SilentProgress(), clock: clock, logger: .silent,
                       reload: {
                           reloadBox.withLock { $0 }?()
-                          var fresh = settings
-                          reloaded(&fresh)
-                          return fresh
+                          return settings.map { s in
+                              var fresh = s
+                              reloaded(&fresh)
+                              return fresh
+                          }
                       })
         reloadBox.withLock { $0 = { [unowned self] in self.reloads.withLock { $0 += 1 }; self.onReload(self) } }
     }

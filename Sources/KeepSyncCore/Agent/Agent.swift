@@ -1,26 +1,30 @@
 import Dispatch
 
-/// `keepsync run`: the long-running agent. Takes the lock, starts watching (watch first,
-/// then the initial full pass, so nothing falls in between), feeds events to the
-/// SyncManager, reports status, and handles signals. When the source root vanishes it
-/// stops mirroring, reports, and resumes with a full resync when the root is back.
-/// Reads time only through `clock`; everything of the machine comes through `host`.
+/// `keepsync run`: the long-running agent. Takes each mirror's lock and records, starts
+/// one watcher of the source (watch first, then each mirror's initial full pass, so
+/// nothing falls in between), hands its events to every mirror's manager, reports status,
+/// and handles signals. A mirror that is away pauses alone (`Agent+Link`); a source root
+/// that vanishes stops every mirror until the recorded one is back. Reads time only
+/// through `clock`; everything of the machine comes through the hosts (one per mirror:
+/// a remote mirror's connection is its own; the first also watches the source).
 public actor Agent<C: Clock> where C.Duration == Duration {
-    var settings: Settings
-    let reload: @Sendable () throws -> Settings
-    let host: any AgentHost
+    /// One per mirror, in order; the source, excludes, settle and max-delay are the same in each.
+    var mirrors: [Settings]
+    let reload: @Sendable () throws -> [Settings]
+    let hosts: [any AgentHost]
+    let writers: [any StatusWriter]
     let logger: Logger
     let notifier: any Notifier
     let progress: any ProgressDisplay
     let clock: C
     let startedAt: C.Instant
-    var status: StatusPublisher<C>
+    var status: StatusPublisher
     /// Set on SIGTERM: copies in progress give up.
     public nonisolated let cancellation = CancellationFlag()
-    /// The mirror, from its records' preparation to the stop.
-    var link: MirrorLink<C>?
-    /// The current generation's manager.
-    var manager: SyncManager<C>? { link?.manager }
+    /// The mirrors, from their records' preparation to the stop.
+    var links: [MirrorLink<C>] = []
+    /// The managers the watcher's events go to.
+    let fanout = WatchFanout<C>()
     /// The current watcher (a reload replaces it) and the task feeding its events.
     var watcher: (any WatcherProviding)?
     /// Watchers whose `start` (a walk of the tree: 10 s on 200,000 directories) is under
@@ -30,16 +34,10 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var startsMade = 0
     var consumer: Task<Void, Never>?
     var stopRequested = false
-    var state = AgentState.starting
-    var lastFullSync: String?
-    var seenPasses = 0
-    /// The full passes whose memory was given back (`AgentHost.releaseMemory`).
+    /// Why the source cannot be trusted now: every mirror waits for it, no watcher runs.
+    var sourceProblem: String?
+    /// The full passes (all mirrors together) whose memory was given back.
     var releasedAfterPasses = 0
-    var rootProblem: String?
-    /// Counts the mirror's versions for status.json (versions on).
-    var versionCounter: VersionCounter?
-    /// The source root's recorded identity.
-    var rootIdentity: FileIdentity?
     /// What the watchdog listens to (see `Watchdog`).
     public nonisolated let heartbeat = Heartbeat()
     /// The actor's thread, as the manager has one: the agent's blocking steps (the records'
@@ -51,22 +49,44 @@ public actor Agent<C: Clock> where C.Duration == Duration {
 
     deinit { thread.close() }
 
-    /// An agent for `settings`; `reload` resolves them again on SIGHUP.
+    /// An agent for one mirror: `settings`; `reload` resolves them again on SIGHUP.
     public init(settings: Settings, host: any AgentHost, notifier: any Notifier, statusWriter: any StatusWriter,
                 progress: any ProgressDisplay, clock: C, logger: Logger,
                 reload: @escaping @Sendable () throws -> Settings) {
-        self.settings = settings
-        self.host = host
+        self.init(mirrors: [settings], hosts: [host], notifier: notifier, statusWriters: [statusWriter],
+                  progress: progress, clock: clock, logger: logger, reload: { [try reload()] })
+    }
+
+    /// An agent for several mirrors of one source (SPEC "Several mirrors"): `mirrors[i]`
+    /// on `hosts[i]`, its status.json through `statusWriters[i]`; `reload` resolves them
+    /// again on SIGHUP.
+    public init(mirrors: [Settings], hosts: [any AgentHost], notifier: any Notifier, statusWriters: [any StatusWriter],
+                progress: any ProgressDisplay, clock: C, logger: Logger,
+                reload: @escaping @Sendable () throws -> [Settings]) {
+        precondition(!mirrors.isEmpty && mirrors.count == hosts.count && hosts.count == statusWriters.count)
+        self.mirrors = mirrors
+        self.hosts = hosts
+        writers = statusWriters
         self.notifier = notifier
         self.progress = progress
         self.clock = clock
         self.logger = logger
         self.reload = reload
         startedAt = clock.now
-        status = StatusPublisher(notifier: notifier, writer: statusWriter)
+        status = StatusPublisher(notifier: notifier)
     }
 
-    var timing: SyncManager<C>.Timing {
+    /// The source's settings (the first mirror's).
+    var settings: Settings { mirrors[0] }
+    /// The source's machine: the watcher, the timers, the process.
+    var host: any AgentHost { hosts[0] }
+    /// Each mirror's lines name it when there are several.
+    func logger(for settings: Settings) -> Logger {
+        mirrors.count > 1 ? logger.prefixed("mirror \(settings.mirrorName): ") : logger
+    }
+
+    /// A manager's timing under `settings` (its own verify interval).
+    func timing(_ settings: Settings) -> SyncManager<C>.Timing {
         .init(settle: .milliseconds(settings.configuration.settleMilliseconds),
               maxDelay: .milliseconds(settings.configuration.maxDelayMilliseconds),
               verifyInterval: settings.configuration.verifyIntervalSeconds > 0
@@ -83,22 +103,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             return host.repeating(every: interval / 2) { dog.tick() }
         }
         defer { watchdog?.cancel() }
-        // Both trees are read from the disk while the records load (on 1M entries, 1.6 s).
-        let stopReading = host.readAhead(settings)
-        let prepared: PreparedRecords
-        do {
-            defer { stopReading() }
-            prepared = try host.prepare(settings, logger: logger, heartbeat: heartbeat, pausingForMirror: true) { _, message in
-                writeStatus(state: .refused(reason: message), snapshot: nil, extraErrors: [(".", message)], force: true)
-            }
-        }
-        defer { prepared.release() }
-        let store = prepared.store
-        var records = prepared.records
-        records.root = FileIdentity(device: prepared.root.device, inode: prepared.root.inode)
-        rootIdentity = records.root
-        link = MirrorLink(store: store, root: records.mirror)
-        try store.apply([.setRoot(records.root!)])
+        defer { for link in links { link.release() } }
+        try prepareLinks()
         // Signals are messages to the actor, each handled in a task of its own: a SIGTERM
         // must not wait for a reload held by a busy manager.
         let signalTask = Task {
@@ -110,66 +116,72 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let statusTask = Task { await self.statusLoop() }
         defer { statusTask.cancel() }
 
-        // A mirror away at start (a USB disk not plugged in yet) is waited for, as one
-        // that goes while the agent runs.
-        rootProblem = prepared.mirrorAway
         while !stopRequested {
-            if rootProblem == nil {
-                try await runGeneration(store: store, records: records)
-            }
+            try await runGeneration()
             if stopRequested { break }
-            guard let problem = rootProblem else { break }
-            // The root vanished or was replaced: wait for the recorded one to come back.
-            state = .paused(reason: problem)
-            writeStatus(state: state, snapshot: nil, extraErrors: [(".", problem)], force: true)
-            // Paused from the start, the service has started all the same: it waits.
-            if status.readySent { status.notify(StatusLine.paused(problem)) } else { status.ready(StatusLine.paused(problem)) }
+            guard let problem = sourceProblem else { break }
+            // The source vanished or was replaced: every mirror waits for the recorded one.
+            // A write a stopped manager still holds must not land after the next one's; then
+            // its trees go.
+            for i in links.indices {
+                if let manager = links[i].manager { await manager.drainRecords() }
+                links[i].manager = nil
+                links[i].state = .paused(reason: problem)
+            }
+            for i in links.indices { writeStatus(i, snapshot: nil, extraErrors: [(".", problem)], force: true) }
+            status.notify(StatusLine.paused(problem))
             logger.error("\(problem); mirroring paused until it is back")
-            // A write the stopped manager still holds must not land after the next one's;
-            // then its trees go, so that nothing holds an unplugged disk's file system.
-            if let manager { await manager.drainRecords() }
-            link?.manager = nil
-            while !stopRequested, checkRoot(recordedEntries: 1, identity: records.root) != nil {
+            while !stopRequested, sourceCheck(identity: links[0].identity) != nil {
                 try? await clock.sleep(for: .milliseconds(500))
             }
             if stopRequested { break }
-            logger.info(problem.hasPrefix("mirror") ? "mirror \(settings.mirrorName) is back; resuming with a full resync"
-                        : "source \(settings.sourceName) is back; resuming with a full resync")
-            rootProblem = nil
-            records = try store.load()
+            logger.info("source \(settings.sourceName) is back; resuming with a full resync")
+            sourceProblem = nil
+            for i in links.indices {
+                links[i].records = try links[i].store.load()
+                links[i].state = .syncing
+            }
         }
         statusTask.cancel()
         await statusTask.value
-        if let manager { try? await manager.compactRecords() }
+        for link in links { if let manager = link.manager { try? await manager.compactRecords() } }
         if !stopRequested { notifier.stopping() }
-        state = .stopped
+        for i in links.indices { links[i].state = .stopped }
         await writeStatusNow(force: true)
-        if let snapshot = await manager?.snapshot() {
-            let elapsed = startedAt.duration(to: clock.now).components.seconds
-            logger.info("stopped after \(elapsed)s: \(snapshot.copiedFiles) files copied (\(ByteSize.human(snapshot.copiedBytes))), mirror holds \(snapshot.files) files, \(snapshot.errors.count) errors")
-        } else {
-            logger.info("stopped")
+        for link in links {
+            let log = logger(for: link.settings)
+            if let snapshot = await link.manager?.snapshot() {
+                let elapsed = startedAt.duration(to: clock.now).components.seconds
+                log.info("stopped after \(elapsed)s: \(snapshot.copiedFiles) files copied (\(ByteSize.human(snapshot.copiedBytes))), mirror holds \(snapshot.files) files, \(snapshot.errors.count) errors")
+            } else {
+                log.info("stopped")
+            }
         }
         return .success
     }
 
-    /// One watcher + manager lifetime, until stop or a lost root.
-    func runGeneration(store: any AgentRecordStore, records: RecordSet) async throws {
-        let trees = try host.openTrees(settings, limits: records.mirror?.limits ?? .none, cancellation: cancellation, live: true)
-        let copies = host.copies
-        let engine = SyncEngine(source: trees.source, mirror: trees.mirror, store: store, records: records,
-                                options: settings.options, logger: logger,
-                                recordScheduler: copies.executor.recordScheduler ?? .serialQueue())
-        engine.scanIO = copies.scanIO
-        engine.heartbeat = heartbeat
-        let host = self.host, settings = self.settings, identity = records.root, mirror = records.mirror
-        let manager = SyncManager(engine: engine, clock: clock,
-                                  timing: timing, executor: copies.executor, logger: logger, io: copies.io,
-                                  rootCheck: { entries in
-                                      Agent.rootProblem(host: host, settings: settings, identity: identity,
-                                                        recordedEntries: entries, mirror: mirror)
-                                  })
-        link?.manager = manager
+    /// Takes each mirror's lock and records (both trees read ahead meanwhile); a refusal
+    /// of any (the source, a held lock) ends the run, the others' locks released.
+    func prepareLinks() throws {
+        for (i, settings) in mirrors.enumerated() {
+            // Both trees are read from the disk while the records load (on 1M entries, 1.6 s).
+            let stopReading = hosts[i].readAhead(settings)
+            defer { stopReading() }
+            let writer = writers[i], processID = host.processID, clock = clock
+            let prepared = try hosts[i].prepare(settings, logger: logger(for: settings), heartbeat: heartbeat,
+                                                pausingForMirror: true) { _, message in
+                var file = StatusFile<C>(writer: writer)
+                file.write(Self.report(settings, processID: processID, state: .refused(reason: message), snapshot: nil,
+                                       errors: [(".", message)], lastFullSync: nil), force: true, now: clock.now)
+            }
+            let link = MirrorLink<C>(settings: settings, host: hosts[i], prepared: prepared, writer: writers[i])
+            links.append(link)
+            try link.store.apply([.setRoot(link.identity!)])
+        }
+    }
+
+    /// One watcher's lifetime, every mirror fed by it, until stop or a lost source.
+    func runGeneration() async throws {
         let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat, cancellation: cancellation)
         self.watcher = watcher
         // The watcher's walk is sequential (watch, then list): readers ahead of it fill
@@ -183,31 +195,25 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             stopWarming()
             throw error
         }
-        consumer = Task { await SyncManager.feed(events, to: [manager]) }
-        state = .syncing
-        settings.warnIfSourceHoldsVersions(trees.source, logger: logger)
-        // Versions past retention go in the background, at start and hourly.
-        let thinner = settings.versions.flatMap { versions in
-            VersionStore.of(trees.mirror).map { VersionThinner(store: $0.store, keep: versions.keepSeconds, now: $0.now, logger: logger) }
+        let fanout = self.fanout
+        consumer = Task { await SyncManager.feed(events, to: fanout) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in links.indices {
+                group.addTask { try await self.runLink(i) }
+            }
+            try await group.waitForAll()
         }
-        defer { thinner?.stop() }
-        // status.json's "versions", counted once a minute; the last count outlives the generation.
-        if settings.versions != nil, let kept = VersionStore.of(trees.mirror) {
-            versionCounter = VersionCounter(store: kept.store)
-        }
-        let counter = versionCounter
-        defer { counter?.stop() }
-        await manager.requestFullResync()
-        await manager.run()
         // The current watcher: a reload may have replaced the one started here.
         self.watcher?.stop()
+        self.watcher = nil
         consumer?.cancel()
-        rootProblem = await manager.rootLost
     }
 
-    func checkRoot(recordedEntries: Int, identity: FileIdentity?) -> String? {
-        Agent.rootProblem(host: host, settings: settings, identity: identity, recordedEntries: recordedEntries,
-                          mirror: link?.root)
+    /// Why the source root cannot be trusted now (against the recorded `identity`), or nil.
+    func sourceCheck(identity: FileIdentity?) -> String? {
+        let path = settings.source, host = self.host
+        return SourceRootCheck.problem(name: settings.sourceName, stat: host.sourceRootStat(path), identity: identity,
+                                       recordedEntries: 1, isEmpty: { host.sourceRootIsEmpty(path) })
     }
 
     /// Why the source root cannot be trusted now, or the mirror root not written, or nil.
@@ -250,7 +256,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         switch signal {
         case .resync:
             logger.info("SIGUSR1: full resync")
-            await manager?.requestFullResync()
+            for link in links { await link.manager?.requestFullResync() }
         case .hangup:
             logger.info("SIGHUP: reloading the configuration")
             await reloadConfiguration()
@@ -262,7 +268,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
             stopRequested = true
             notifier.stopping()
             watcher?.stop()
-            await manager?.stop()
+            for link in links { await link.manager?.stop() }
         }
     }
 
@@ -274,24 +280,29 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let announce = status.readySent
         if announce { notifier.reloading() }
         defer { if announce && !stopRequested { notifier.ready(status: nil) } }
-        let fresh: Settings
+        let fresh: [Settings]
         do { fresh = try reload() } catch {
             logger.error("configuration not reloaded, keeping the old one: \((error as? KeepSyncError)?.description ?? "\(error)")")
             return
         }
-        if fresh.source != settings.source || fresh.mirror != settings.mirror || fresh.state != settings.state {
-            logger.warning("source, mirror and state take effect on restart; keeping the current ones")
+        let kept = fresh.count == mirrors.count && zip(fresh, mirrors).allSatisfy {
+            $0.source == $1.source && $0.mirror == $1.mirror && $0.state == $1.state
         }
-        var next = fresh
-        next.source = settings.source
-        next.mirror = settings.mirror
-        next.remote = settings.remote
-        next.state = settings.state
-        settings = next
-        guard let manager else { return }
-        await manager.reconfigure(timing: timing, options: settings.options)
-        // Stopping, or the root was lost meanwhile (its generation has ended): no watcher.
-        guard manager === self.manager, await !manager.hasStopped, !stopRequested, rootProblem == nil else { return }
+        if !kept {
+            logger.warning("source, mirrors and state take effect on restart; keeping the current ones")
+        }
+        for i in mirrors.indices {
+            var next = kept ? fresh[i] : (fresh.first { $0.mirror == mirrors[i].mirror } ?? fresh[0])
+            next.source = mirrors[i].source
+            next.mirror = mirrors[i].mirror
+            next.remote = mirrors[i].remote
+            next.state = mirrors[i].state
+            mirrors[i] = next
+            links[i].settings = next
+            await links[i].manager?.reconfigure(timing: timing(next), options: next.options)
+        }
+        // Stopping, or the source lost (its generation has ended): no watcher.
+        guard !stopRequested, sourceProblem == nil, watcher != nil else { return }
         // A new watcher with the new excludes; the full resync covers the switch-over.
         let old = watcher
         // A walk still under way follows the old excludes: it ends, and this one replaces it.
@@ -299,143 +310,20 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         let watcher = host.makeWatcher(settings, logger: logger, heartbeat: heartbeat, cancellation: cancellation)
         do {
             let events = try await start(watcher)
+            // Stopped or the source lost while it walked: this one goes too.
+            guard !stopRequested, sourceProblem == nil else { return watcher.stop() }
             self.watcher = watcher
-            consumer = Task { await SyncManager.feed(events, to: [manager]) }
+            let fanout = self.fanout
+            consumer = Task { await SyncManager.feed(events, to: fanout) }
             old?.stop()
         } catch {
             logger.error("cannot restart watching: \(error)")
         }
-        await manager.requestFullResync()
+        for link in links { await link.manager?.requestFullResync() }
     }
 
-    /// Returns once the agent and its manager are free to answer (a watchdog probe).
+    /// Returns once the agent and its managers are free to answer (a watchdog probe).
     func answerProbe() async {
-        if let manager { _ = await manager.hasStopped }
-    }
-
-    // MARK: Status
-
-    func statusLoop() async {
-        var ticks = 0
-        while !Task.isCancelled {
-            await writeStatusNow(force: false)
-            ticks += 1
-            if ticks % 4 == 0 {
-                await watchRoot()
-                await compactIfLogIsLong()
-            }
-            try? await clock.sleep(for: .milliseconds(250))
-        }
-    }
-
-    /// Once a second: a source root that vanished or was replaced without an inotify
-    /// event reaching us (a lazy unmount) stops mirroring through the full pass's check.
-    func watchRoot() async {
-        guard let manager, !state.isError, rootProblem == nil,
-              checkRoot(recordedEntries: 0, identity: rootIdentity) != nil else { return }
-        await manager.requestFullResync()
-    }
-
-    /// Once a second: a records log longer than the snapshot (and 1 MiB) is folded into a
-    /// new snapshot, so that neither the disk nor the next start pays for every change
-    /// since the agent started. Until one is written, asked again only after 30 s.
-    func compactIfLogIsLong() async {
-        guard let manager, let store = link?.store, !stopRequested, rootProblem == nil, !state.isError, store.needsCompaction else { return }
-        let now = clock.now
-        if let asked = link?.compactionAsked, asked.snapshot == store.snapshotLength, asked.at.duration(to: now) < .seconds(30) {
-            return
-        }
-        link?.compactionAsked = (now, store.snapshotLength)
-        logger.debug("records log \(store.logLength) bytes, snapshot \(store.snapshotLength): compacting")
-        await manager.compactRecordsInBackground()
-    }
-
-    func writeStatusNow(force: Bool) async {
-        guard let manager else {
-            // Stopped while paused: status says so.
-            if state == .stopped { writeStatus(state: state, snapshot: nil, extraErrors: [], force: force) }
-            return
-        }
-        let snapshot = await manager.snapshot()
-        if snapshot.fullPasses > seenPasses {
-            seenPasses = snapshot.fullPasses
-            lastFullSync = host.timestamp()
-        }
-        if state == .syncing, !status.readySent, progress.isActive, snapshot.passPlanned.files > 0 {
-            progress.update(ByteSize.progress(
-                files: snapshot.passCopied.files, totalFiles: snapshot.passPlanned.files, bytes: snapshot.passCopied.bytes,
-                totalBytes: snapshot.passPlanned.bytes, seconds: ByteSize.seconds(startedAt.duration(to: clock.now))))
-        }
-        // A full pass's memory (one step per path) is freed when it ends; once its copies
-        // are done too, it goes back to the system.
-        if snapshot.pending == 0, seenPasses > releasedAfterPasses {
-            releasedAfterPasses = seenPasses
-            host.releaseMemory()
-        }
-        if state == .syncing, seenPasses > 0, snapshot.pending == 0 {
-            state = .watching
-            progress.finish(nil)
-            logger.info("initial sync done: \(snapshot.files) file\(snapshot.files == 1 ? "" : "s"), watching")
-        }
-        let current = state == .watching && snapshot.resyncing ? AgentState.syncing : state
-        var extra: [(String, String)] = []
-        let unwatched = current == .stopped ? 0 : watcher?.unwatchedDirectories ?? 0
-        let period = watcher?.pollPeriod
-        if unwatched > 0 {
-            let every = period.map { " (polled every \(Int(ByteSize.seconds($0).rounded())) s)" } ?? ""
-            extra.append((".", "watch limit reached: \(unwatched) directories are not watched\(every); raise it with sysctl fs.inotify.max_user_watches=N"))
-        }
-        let since = noteUnreachable(snapshot.unreachable)
-        writeStatus(state: current, snapshot: snapshot, extraErrors: extra, force: force,
-                    unwatched: (unwatched, period))
-        var line = StatusLine.text(state: current, snapshot: snapshot, readySent: status.readySent)
-        if let since { line = "remote unreachable since \(since), " + line }
-        // After STOPPING=1 (a SIGTERM during the initial sync) no READY=1. A host that
-        // cannot be reached does not hold READY back: the agent watches and waits for it.
-        if (current == .watching || link?.unreachableSince != nil) && !status.readySent && !stopRequested {
-            status.ready(line)
-        } else {
-            status.notify(line)
-        }
-    }
-
-    /// Notes when the mirror's host stopped answering (logged once per outage); returns
-    /// that time while it lasts.
-    func noteUnreachable(_ message: String?) -> String? {
-        guard let message else {
-            link?.unreachableSince = nil
-            return nil
-        }
-        if link?.unreachableSince == nil {
-            let since = host.timestamp()
-            link?.unreachableSince = since
-            logger.warning("remote unreachable since \(since): \(message); changes wait, retrying")
-        }
-        return link?.unreachableSince
-    }
-
-    func writeStatus(state: AgentState, snapshot: SyncManager<C>.Snapshot?, extraErrors: [(String, String)], force: Bool,
-                     unwatched: (count: Int, period: Duration?) = (0, nil)) {
-        let errors = extraErrors.map { (path: $0.0, message: $0.1) }
-            + (snapshot?.errors ?? [:]).sorted { $0.key < $1.key }.map { (path: $0.key.escaped, message: $0.value) }
-        let report = StatusReport(state: state.name, pid: host.processID, source: settings.sourceName,
-                                  mirror: settings.mirrorName, files: snapshot?.files ?? 0,
-                                  bytes: snapshot?.bytes ?? 0, pending: snapshot?.pending ?? 0,
-                                  lastFullSync: lastFullSync, heldDeletes: snapshot?.heldDeletes ?? 0, errors: errors)
-        var withLimits = report
-        withLimits.mirrorLimits = snapshot?.mirrorLimits
-        withLimits.skipped = (snapshot?.skipped ?? []).map(\.escaped)
-        withLimits.unwatchedDirectories = unwatched.count
-        withLimits.pollSeconds = unwatched.period.map(ByteSize.seconds)
-        withLimits.versions = versionCounter?.summary
-        if let remote = settings.remote {
-            withLimits.remote = remote.host
-            withLimits.lagSeconds = (snapshot?.lag).map { (ByteSize.seconds($0) * 10).rounded() / 10 } ?? 0
-            if let since = link?.unreachableSince, let message = snapshot?.unreachable,
-               let at = withLimits.errors.firstIndex(where: { $0.path == "." && $0.message == message }) {
-                withLimits.errors[at].message = "remote unreachable since \(since): " + withLimits.errors[at].message
-            }
-        }
-        status.write(withLimits, force: force, now: clock.now)
+        for link in links { if let manager = link.manager { _ = await manager.hasStopped } }
     }
 }

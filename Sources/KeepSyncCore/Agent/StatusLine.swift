@@ -19,6 +19,49 @@ public enum StatusLine {
         return line
     }
 
+    /// The line for the mirrors of one agent, each as (name, state, its manager's numbers,
+    /// since when its host is away). One mirror: `text`, or `paused`. Several: what the
+    /// active ones do together, how many mirrors, then those paused or unreachable
+    /// (`watching 12,345 files, 0 pending, 2 mirrors, 1 paused: usb unavailable`).
+    public static func summary<C: Clock>(_ mirrors: [(name: String, state: AgentState, snapshot: SyncManager<C>.Snapshot?,
+                                                      unreachableSince: String?)], readySent: Bool) -> String
+        where C.Duration == Duration {
+        func paused(_ state: AgentState) -> String? {
+            if case .paused(let reason) = state { return reason }
+            return nil
+        }
+        if mirrors.count == 1 {
+            let m = mirrors[0]
+            if let reason = paused(m.state) { return Self.paused(reason) }
+            guard let snapshot = m.snapshot else { return m.state.name }
+            let line = text(state: m.state, snapshot: snapshot, readySent: readySent)
+            return m.unreachableSince.map { "remote unreachable since \($0), " + line } ?? line
+        }
+        let reasons = mirrors.compactMap { paused($0.state) }
+        if reasons.count == mirrors.count, Set(reasons).count == 1 { return Self.paused(reasons[0]) }
+        let active = mirrors.filter { paused($0.state) == nil }
+        let snapshots = active.compactMap(\.snapshot)
+        let pending = snapshots.reduce(0) { $0 + $1.pending }
+        var line: String
+        if active.contains(where: { $0.state == .syncing }) {
+            line = !readySent ? "initial sync: \(grouped(snapshots.reduce(0) { $0 + $1.copiedFiles })) files copied, \(pending) pending"
+                : "resyncing, \(pending) pending"
+        } else if active.isEmpty {
+            line = "waiting"
+        } else {
+            let files = snapshots.map(\.files).max() ?? 0
+            line = "watching \(grouped(files)) file\(files == 1 ? "" : "s"), \(pending) pending"
+        }
+        line += ", \(mirrors.count) mirrors"
+        let errors = snapshots.reduce(0) { $0 + $1.errors.count }, held = snapshots.reduce(0) { $0 + $1.heldDeletes }
+        if errors > 0 { line += ", \(errors) errors" }
+        if held > 0 { line += ", \(held) deletions held" }
+        let away = mirrors.filter { paused($0.state) != nil }.map { "\($0.name) unavailable" }
+        if !away.isEmpty { line += ", \(away.count) paused: " + away.joined(separator: ", ") }
+        for m in active { if let since = m.unreachableSince { line += ", \(m.name) unreachable since \(since)" } }
+        return line
+    }
+
     /// The line while mirroring is paused.
     public static func paused(_ reason: String) -> String { "paused: \(reason)" }
 

@@ -1,19 +1,12 @@
-/// Sends the agent's status out: `STATUS=` lines only when they change, READY=1 once,
-/// status.json only when it changes (or its last write failed), at most once a second
-/// unless forced or the state changed (a script that saw READY=1 reads `watching`).
-struct StatusPublisher<C: Clock> where C.Duration == Duration {
+/// Sends the agent's `STATUS=` lines only when they change, and READY=1 once.
+struct StatusPublisher {
     let notifier: any Notifier
-    let writer: any StatusWriter
     /// True once READY=1 was sent.
     private(set) var readySent = false
     private var lastLine = ""
-    private var lastJSON = ""
-    private var lastWrite: C.Instant?
-    private var lastState = ""
 
-    init(notifier: any Notifier, writer: any StatusWriter) {
+    init(notifier: any Notifier) {
         self.notifier = notifier
-        self.writer = writer
     }
 
     /// `STATUS=line`, unless it was the last one sent.
@@ -28,6 +21,20 @@ struct StatusPublisher<C: Clock> where C.Duration == Duration {
         readySent = true
         lastLine = line
         notifier.ready(status: line)
+    }
+}
+
+/// Writes one mirror's status.json only when it changes (or its last write failed), at
+/// most once a second unless forced or the state changed (a script that saw READY=1 reads
+/// `watching`).
+struct StatusFile<C: Clock> where C.Duration == Duration {
+    let writer: any StatusWriter
+    private var lastJSON = ""
+    private var lastWrite: C.Instant?
+    private var lastState = ""
+
+    init(writer: any StatusWriter) {
+        self.writer = writer
     }
 
     /// Writes `report` when it changed and a second passed since the last write or its

@@ -28,3 +28,11 @@ public struct Logger: Sendable {
     /// Logs a debug detail.
     public func debug(_ message: @autoclosure () -> String) { log(.debug, message()) }
 }
+
+extension Logger {
+    /// This logger with `prefix` before every line (one mirror's lines among several).
+    public func prefixed(_ prefix: String) -> Logger {
+        let sink = self.sink
+        return Logger(level: level) { level, line in sink(level, prefix + line) }
+    }
+}

@@ -2,6 +2,12 @@
 /// written to a mirror root that is missing or is not the recorded one (a USB disk not
 /// plugged in leaves an empty mount point; the disk below it must not be filled).
 public enum MirrorSafety {
+    /// How every reason `problem` gives begins.
+    public static let unavailable = "mirror unavailable: "
+
+    /// Whether a root problem (the agent's check of both roots) is the mirror's.
+    public static func isMirrorProblem(_ reason: String) -> Bool { reason.hasPrefix(unavailable) }
+
     /// Why the mirror at `name` must not be written now, or nil. `recorded` is the root the
     /// records hold (nil for records written before mirror roots were kept: then the root
     /// directory's record, `rootRecordInode`, is compared where inodes are stable);
@@ -10,14 +16,14 @@ public enum MirrorSafety {
                                current: MirrorRoot?) -> String? {
         guard recordedEntries > 0 else { return nil }
         guard let current else {
-            return "mirror unavailable: \(name) is missing; nothing is written there until it is back (is the disk unplugged?)"
+            return unavailable + "\(name) is missing; nothing is written there until it is back (is the disk unplugged?)"
         }
         if let recorded {
             if !recorded.isSameRoot(as: current) {
-                return "mirror unavailable: \(name) is not the recorded mirror (a different directory or disk: \(String(decoding: current.fileSystem, as: UTF8.self)), recorded \(String(decoding: recorded.fileSystem, as: UTF8.self))); nothing is written there; use --accept-new-mirror to adopt it"
+                return unavailable + "\(name) is not the recorded mirror (a different directory or disk: \(String(decoding: current.fileSystem, as: UTF8.self)), recorded \(String(decoding: recorded.fileSystem, as: UTF8.self))); nothing is written there; use --accept-new-mirror to adopt it"
             }
         } else if let inode = rootRecordInode, inode != 0, current.limits.stableInodes, current.identity.inode != inode {
-            return "mirror unavailable: \(name) is not the recorded mirror (inode \(current.identity.inode), recorded \(inode)); nothing is written there; use --accept-new-mirror to adopt it"
+            return unavailable + "\(name) is not the recorded mirror (inode \(current.identity.inode), recorded \(inode)); nothing is written there; use --accept-new-mirror to adopt it"
         }
         return nil
     }

@@ -53,6 +53,19 @@ extension SyncManager {
         }
     }
 
+    /// Feeds one watcher's events to the managers `fanout` holds at each event (as `feed`
+    /// to an array): a link that pauses leaves it, and its full pass on return covers what
+    /// it missed.
+    public nonisolated static func feed(_ stream: AsyncStream<WatchEvent>, to fanout: WatchFanout<C>) async {
+        let reader = ManagerThread(label: "keepsync.events")
+        defer { reader.close() }
+        await withTaskExecutorPreference(reader) {
+            for await event in stream {
+                for manager in fanout.managers { manager.post(event) }
+            }
+        }
+    }
+
     /// The door events enter the manager by from outside its actor: into the events
     /// inbox, taken by the next round (`processDue`) or by the hop the first post of a
     /// batch schedules, whichever comes first.
