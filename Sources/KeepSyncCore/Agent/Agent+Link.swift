@@ -4,13 +4,17 @@ extension Agent {
     /// When its own mirror is away (missing, replaced: a disk unplugged) it pauses alone:
     /// out of the fan-out, nothing queued (a full pass on return covers what it missed),
     /// its trees closed; the others go on.
-    func runLink(_ i: Int) async throws {
+    /// `first`: its first manager, made with the others' (their passes share a walk).
+    func runLink(_ i: Int, first: LinkRun? = nil) async throws {
+        var next = first
         while !stopRequested, sourceProblem == nil {
             if let away = links[i].away {
                 try await waitForMirror(i, away)
                 guard !stopRequested, sourceProblem == nil else { return }
             }
-            let manager = try await runManager(i)
+            let run = try next ?? makeManager(i)
+            next = nil
+            let manager = await drive(i, run)
             guard !stopRequested, let problem = await manager.rootLost else { return }
             if MirrorSafety.isMirrorProblem(problem) {
                 links[i].away = problem
@@ -53,14 +57,23 @@ extension Agent {
                                  mirror: link.root)
     }
 
-    /// One manager of link `i`, fed by the watcher from before its full pass, run until it
-    /// stops or finds a root lost; returns it.
-    func runManager(_ i: Int) async throws -> SyncManager<C> {
+    /// A manager of link `i` and the trees it works on.
+    struct LinkRun {
+        let manager: SyncManager<C>
+        let source: any FileSystemProviding
+        let mirror: any MirrorProviding
+    }
+
+    /// A manager of link `i` over newly opened trees, fed by the watcher from now on (before
+    /// its full pass).
+    func makeManager(_ i: Int) throws -> LinkRun {
         let link = links[i], settings = link.settings, log = logger(for: settings)
         let trees = try link.host.openTrees(settings, limits: link.records.mirror?.limits ?? .none,
                                             cancellation: cancellation, live: true)
         let copies = link.host.copies
-        let engine = SyncEngine(source: trees.source, mirror: trees.mirror, store: link.store, records: link.records,
+        // With several mirrors, one walk of the source serves the passes that run together.
+        let source = links.count > 1 ? SharedListingTree(base: trees.source, listings: listings, member: i) : trees.source
+        let engine = SyncEngine(source: source, mirror: trees.mirror, store: link.store, records: link.records,
                                 options: settings.options, logger: log,
                                 recordScheduler: copies.executor.recordScheduler ?? .serialQueue())
         engine.scanIO = copies.scanIO
@@ -76,21 +89,36 @@ extension Agent {
         links[i].state = .syncing
         links[i].seenPasses = 0
         fanout.add(manager)
+        return LinkRun(manager: manager, source: trees.source, mirror: trees.mirror)
+    }
+
+    /// Runs `run`'s manager from its full pass until it stops or finds a root lost; returns it.
+    func drive(_ i: Int, _ run: LinkRun) async -> SyncManager<C> {
+        let manager = run.manager, settings = links[i].settings, log = logger(for: settings)
         defer { fanout.remove(manager) }
-        settings.warnIfSourceHoldsVersions(trees.source, logger: log)
+        settings.warnIfSourceHoldsVersions(run.source, logger: log)
         // Versions past retention go in the background, at start and hourly.
         let thinner = settings.versions.flatMap { versions in
-            VersionStore.of(trees.mirror).map { VersionThinner(store: $0.store, keep: versions.keepSeconds, now: $0.now, logger: log) }
+            VersionStore.of(run.mirror).map { VersionThinner(store: $0.store, keep: versions.keepSeconds, now: $0.now, logger: log) }
         }
         defer { thinner?.stop() }
         // status.json's "versions", counted once a minute; the last count outlives the manager.
-        if settings.versions != nil, let kept = VersionStore.of(trees.mirror) {
+        if settings.versions != nil, let kept = VersionStore.of(run.mirror) {
             links[i].versionCounter = VersionCounter(store: kept.store)
         }
         let counter = links[i].versionCounter
         defer { counter?.stop() }
+        // Its pass takes the listings other passes make from now on (it is fed since).
+        listings.begin(i)
+        defer { listings.end(i) }
         await manager.requestFullResync()
         await manager.run()
         return manager
+    }
+
+    /// Full passes of every mirror that mirrors now, sharing one walk of the source.
+    func requestFullResyncs() async {
+        for (i, link) in links.enumerated() where link.manager != nil { listings.begin(i) }
+        for link in links { await link.manager?.requestFullResync() }
     }
 }

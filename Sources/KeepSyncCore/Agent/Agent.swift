@@ -25,6 +25,8 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var links: [MirrorLink<C>] = []
     /// The managers the watcher's events go to.
     let fanout = WatchFanout<C>()
+    /// The source's listings, shared by the mirrors' passes that run together.
+    public nonisolated let listings = SourceListings()
     /// The current watcher (a reload replaces it) and the task feeding its events.
     var watcher: (any WatcherProviding)?
     /// Watchers whose `start` (a walk of the tree: 10 s on 200,000 directories) is under
@@ -197,9 +199,15 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         }
         let fanout = self.fanout
         consumer = Task { await SyncManager.feed(events, to: fanout) }
+        // Every manager first, each fed from now on: their passes start together and share
+        // one walk of the source.
+        var first: [Int: LinkRun] = [:]
+        for i in links.indices where links[i].away == nil { first[i] = try makeManager(i) }
+        for i in first.keys { listings.begin(i) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for i in links.indices {
-                group.addTask { try await self.runLink(i) }
+                let run = first[i]
+                group.addTask { try await self.runLink(i, first: run) }
             }
             try await group.waitForAll()
         }
@@ -256,7 +264,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         switch signal {
         case .resync:
             logger.info("SIGUSR1: full resync")
-            for link in links { await link.manager?.requestFullResync() }
+            await requestFullResyncs()
         case .hangup:
             logger.info("SIGHUP: reloading the configuration")
             await reloadConfiguration()
@@ -319,7 +327,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
         } catch {
             logger.error("cannot restart watching: \(error)")
         }
-        for link in links { await link.manager?.requestFullResync() }
+        await requestFullResyncs()
     }
 
     /// Returns once the agent and its managers are free to answer (a watchdog probe).

@@ -21,6 +21,8 @@ extension SyncEngine {
     /// when the source root or the mirror (`beginPass`) cannot be read.
     public func fullPass(deferCopies: Bool = false, brake: MassDeleteBrake? = nil) throws -> (scan: SyncScan, summary: SyncSummary) {
         // The mirror may read its whole tree at once (a remote: one round trip).
+        source.beginListingPass()
+        defer { source.endListingPass() }
         try mirror.beginPass()
         defer { mirror.endPass() }
         var pass = PassApplication(brake: brake ?? MassDeleteBrake(options), defersCopies: deferCopies)

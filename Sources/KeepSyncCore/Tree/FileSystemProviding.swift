@@ -11,9 +11,18 @@ public protocol FileSystemProviding: Sendable {
     /// The stat at `path`, for telling whether a file changed since a stat (may be
     /// cheaper than `stat`, and need not be confined: a wrong answer only differs).
     func currentVersion(_ path: RelativePath) throws -> FileStat?
+    /// A full pass begins reading the tree (`SharedListingTree`: its listings are shared
+    /// with the other mirrors' passes until `endListingPass`).
+    func beginListingPass()
+    /// The full pass's reading ended.
+    func endListingPass()
 }
 
 extension FileSystemProviding {
     /// `stat`, unless the tree has a cheaper way.
     public func currentVersion(_ path: RelativePath) throws -> FileStat? { try stat(path) }
+    /// Nothing to share.
+    public func beginListingPass() {}
+    /// Nothing to share.
+    public func endListingPass() {}
 }
