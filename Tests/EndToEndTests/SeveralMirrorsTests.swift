@@ -5,7 +5,7 @@ import KeepSyncTestSupport
 import Testing
 
 /// SPEC "Several mirrors": `--mirror` twice, or `[mirror NAME]` sections, for `sync`,
-/// `check`, `status` and `versions`, with the built binary.
+/// `check`, `status`, `versions` and `service install`, with the built binary.
 @Suite(.serialized, .offThePool)
 struct SeveralMirrorsTests {
     /// The sandbox's second mirror, `M2`.
@@ -153,5 +153,44 @@ struct SeveralMirrorsTests {
                 "\(both)")
         let one = try sandbox.keepsync("versions", "--config", config, "--mirror", "disk")
         #expect(one.status == 0, "\(one)")
+    }
+
+    @Test func serviceInstallWithTwoMirrorsWritesOneSectionEachAndWithOneWritesTheMirrorKey() throws {
+        let sandbox = try Sandbox()
+        let usb = sandbox.root / "usb/Documents", disk = sandbox.root / "disk/Documents"
+        var environment = sandbox.environment
+        environment["USER"] = "keepsync-test-user"
+        func install(_ arguments: [any CommandArgument]) throws -> ProcessResult {
+            try ChildProcess.run(sandbox.binary, arguments: (["service", "install", "--source", sandbox.source] + arguments).map(\.argumentBytes),
+                                 environment: environment, timeout: .seconds(30))
+        }
+        let written = sandbox.home / ".config/keepsync/keepsync.conf"
+        let result = try install(["--mirror", usb, "--mirror", disk, "--mirror", "backup@nas:/srv/docs.old", "--no-delete"])
+        #expect(result.status == 0, "\(result)")
+        let config = String(decoding: try FS.readFile(written), as: UTF8.self)
+        #expect(config == """
+            # Written by keepsync service install.
+            source = \(Self.text(sandbox.source))
+            delete = false
+
+            [mirror Documents]
+            path = \(Self.text(usb))
+
+            [mirror Documents-2]
+            path = \(Self.text(disk))
+
+            [mirror docs_old]
+            path = backup@nas:/srv/docs.old
+
+            """)
+        // The file it wrote reads back as three mirrors.
+        let versions = try sandbox.keepsync("versions", "--config", written)
+        #expect(versions.errorLines == ["keepsync: error: versions takes one mirror, not 3 (Documents, Documents-2, docs_old): "
+                                        + "name one with --mirror NAME"], "\(versions)")
+
+        let single = try install(["--mirror", usb])
+        #expect(single.status == 0, "\(single)")
+        #expect(String(decoding: try FS.readFile(written), as: UTF8.self)
+                == "# Written by keepsync service install.\nsource = \(Self.text(sandbox.source))\nmirror = \(Self.text(usb))\n")
     }
 }
