@@ -32,9 +32,9 @@ struct CommandRunner: Sendable {
                 LogSink.writeOut("keepsync \(KeepSyncVersion.current)\n")
                 return .success
             case .sync:
-                return try sync(try settings(invocation), style: style)
+                return try syncEach(invocation, style: style)
             case .check:
-                return try check(try settings(invocation))
+                return try checkEach(invocation, style: style)
             case .status:
                 return try status(invocation)
             case .versions:
@@ -54,10 +54,11 @@ struct CommandRunner: Sendable {
         }
     }
 
-    /// Prints a one-line error.
-    func fail(_ error: any Error, style: LogSink.Style) {
+    /// Prints a one-line error; `mirror NAME: ` before it when one of several failed.
+    func fail(_ error: any Error, style: LogSink.Style, mirror: String? = nil) {
         let text = (error as? KeepSyncError)?.description ?? "\(error)"
-        LogSink.write((style == .journal ? "<3>" : "") + "keepsync: error: \(text)\n")
+        let prefix = mirror.map { "mirror \($0): " } ?? ""
+        LogSink.write((style == .journal ? "<3>" : "") + "keepsync: error: \(prefix)\(text)\n")
     }
 
     var home: [UInt8] { LinuxProcess.home(environment: environment) }
@@ -80,9 +81,14 @@ struct CommandRunner: Sendable {
 
     // MARK: sync
 
-    func sync(_ settings: Settings, style: LogSink.Style) throws -> ExitCode {
+    /// One mirror's `sync`; with `label`, each log line starts with `mirror LABEL: `.
+    func sync(_ settings: Settings, style: LogSink.Style, label: String? = nil) throws -> ExitCode {
         let progress = TerminalProgress(enabled: style == .foreground)
-        let logger = LogSink.logger(level: settings.configuration.logLevel, style: style, progress: progress)
+        var logger = LogSink.logger(level: settings.configuration.logLevel, style: style, progress: progress)
+        if let label {
+            let sink = logger.sink
+            logger.sink = { level, message in sink(level, "mirror \(label): \(message)") }
+        }
         let host = try LinuxAgentHost(settings: settings)
         // The ssh master and its socket directory go with the command, not with the process.
         defer { host.remote?.session.close() }
@@ -147,14 +153,16 @@ struct CommandRunner: Sendable {
     // MARK: status
 
     /// `status`: `--state DIR` alone names a pair (its status file says which); a pair given
-    /// by flags or the configuration file finds its state as the other commands do; with
-    /// neither, every pair under the state home is listed (exit 1 only if there is none).
+    /// by flags or the configuration file finds its state as the other commands do (one
+    /// block per mirror when there are several); with neither, every pair under the state
+    /// home is listed (exit 1 only if there is none).
     func status(_ invocation: Invocation) throws -> ExitCode {
         let json = invocation.json
         if let explicit = invocation.state { return try printStatus(of: HostPaths.resolve(explicit), json: json) }
         let defaultConfig = resolver.defaultConfigFile
         if invocation.source != nil || invocation.mirror != nil || invocation.configFile != nil || HostPaths.stat(defaultConfig) != nil {
-            return try printStatus(of: try settings(invocation).state, json: json)
+            let all = try resolver.eachMirror(invocation)
+            return all.count == 1 ? try printStatus(of: all[0].state, json: json) : try printStatuses(all, json: json)
         }
         let home = resolver.stateHome
         let names = ((try? HostPaths.list(home)) ?? []).sorted { $0.lexicographicallyPrecedes($1) }

@@ -154,6 +154,24 @@ struct CommandLineParserTests {
         #expect(try Self.parse(["run", "--log-level=info", "-v"]).logLevel == .debug)
     }
 
+    @Test("--mirror is repeatable: every one kept in order (several mirrors); one is the mirror as before")
+    func repeatedMirrors() throws {
+        let two = try Self.parse(["sync", "--mirror", "/a", "--source", "/s", "--mirror=usb"])
+        #expect(two.mirrors == [Self.b("/a"), Self.b("usb")])
+        #expect(two.mirror == Self.b("/a"))
+        let one = try Self.parse(["sync", "--mirror", "/a"])
+        #expect(one.mirrors == [Self.b("/a")] && one == Invocation(command: .sync, mirror: Self.b("/a")))
+        #expect(try Self.parse(["sync"]).mirrors.isEmpty)
+    }
+
+    @Test("--state with two or more --mirror flags is refused: each mirror keeps its own state directory")
+    func stateWithSeveralMirrors() throws {
+        let error = #expect(throws: KeepSyncError.self) { try Self.parse(["sync", "--state", "/st", "--mirror", "/a", "--mirror", "/b"]) }
+        #expect(error?.message == "--state takes one mirror, not 2: leave it out and each mirror keeps its own state directory")
+        #expect(error.map(ExitCode.init(failure:)) == .usage)
+        #expect(try Self.parse(["sync", "--state", "/st", "--mirror", "/a"]).state == Self.b("/st"))
+    }
+
     @Test("values keep their bytes: '=', a leading '-', non-UTF-8")
     func valuesKeepBytes() throws {
         #expect(try Self.parse(["run", "--source=/a=b"]).source == Self.b("/a=b"))

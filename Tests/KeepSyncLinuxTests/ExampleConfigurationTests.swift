@@ -6,8 +6,8 @@ import Testing
 /// The commented example in etc/keepsync.conf says the same defaults as the code.
 @Suite("Example configuration")
 struct ExampleConfigurationTests {
-    @Test("etc/keepsync.conf sets every tunable to its default")
-    func exampleFileStatesTheDefaults() throws {
+    /// The bytes of etc/keepsync.conf.
+    static func exampleText() throws -> [UInt8] {
         var path = Array(#filePath.utf8)
         for _ in 0..<3 { path = Array(path[..<(path.lastIndex(of: 0x2F) ?? 0)]) }
         path += Array("/etc/keepsync.conf".utf8)
@@ -22,6 +22,12 @@ struct ExampleConfigurationTests {
             if n == 0 { break }
             text += chunk[..<n]
         }
+        return text
+    }
+
+    @Test("etc/keepsync.conf sets every tunable to its default")
+    func exampleFileStatesTheDefaults() throws {
+        let text = try Self.exampleText()
         let parsed = try ConfigFileParser.parse(text, fileName: "keepsync.conf", home: Array("/home/ann".utf8))
         let defaults = Configuration()
         #expect(parsed.settleMilliseconds == defaults.settleMilliseconds)
@@ -36,5 +42,23 @@ struct ExampleConfigurationTests {
         let mirror = String(decoding: try #require(parsed.mirror), as: UTF8.self)
         #expect(parsed.versionsDirectory == nil)
         #expect(lines.contains { $0 == "# versions_dir = \(mirror)/\(VersionSettings.defaultDirectoryName)" }, "no commented versions_dir")
+    }
+
+    @Test("etc/keepsync.conf shows two mirror sections, a USB disk and a host over ssh, that parse once uncommented")
+    func exampleFileShowsSections() throws {
+        let text = String(decoding: try Self.exampleText(), as: UTF8.self)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let first = try #require(lines.firstIndex { $0.hasPrefix("# [mirror ") }, "no commented [mirror NAME] section")
+        // Without `mirror =`, the commented sections in force.
+        let kept = lines[..<first].filter { !$0.hasPrefix("mirror =") }
+        let sections = lines[first...].map { $0.hasPrefix("# ") ? String($0.dropFirst(2)) : $0 == "#" ? "" : $0 }
+        let parsed = try ConfigFileParser.parse(Array((kept + sections).joined(separator: "\n").utf8), fileName: "keepsync.conf",
+                                                home: Array("/home/ann".utf8))
+        #expect(parsed.mirror == nil)
+        #expect(parsed.sections.map(\.name) == ["usb", "nas"])
+        let usb = try #require(parsed.sections.first), nas = try #require(parsed.sections.last)
+        #expect(try RemoteTarget.parse(usb.path) == nil, "the USB disk is a local directory")
+        #expect(try RemoteTarget.parse(nas.path)?.host == "nas", "the second is a host over ssh")
+        #expect(nas.sshCommand != nil && usb.keepVersionsSeconds != nil)
     }
 }

@@ -21,3 +21,8 @@ extension ExitCode {
         }
     }
 }
+
+extension ExitCode {
+    /// The worse of two outcomes (several mirrors): 3 over 2 over 1 over 0.
+    public func worst(_ other: ExitCode) -> ExitCode { other.rawValue > rawValue ? other : self }
+}

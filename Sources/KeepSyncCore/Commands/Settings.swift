@@ -9,6 +9,9 @@ public struct Settings: Sendable {
     public var source: [UInt8]
     /// The mirror's absolute path; for a remote mirror, `[user@]host:dir`.
     public var mirror: [UInt8]
+    /// The mirror's name in messages and `status`: its section's NAME, or for a mirror
+    /// given by `--mirror` or `mirror =`, its path (for display).
+    public var mirrorLabel: String
     /// The mirror's machine and directory, when it is on another one.
     public var remote: RemoteTarget?
     /// The state directory's absolute path.
@@ -33,6 +36,7 @@ public struct Settings: Sendable {
         self.invocation = invocation
         self.source = source
         self.mirror = mirror
+        self.mirrorLabel = String(decoding: mirror, as: UTF8.self)
         self.state = state
         self.excludes = excludes
         self.configFile = configFile

@@ -27,24 +27,37 @@ public struct SettingsResolver: Sendable {
     /// The directory holding every pair's state directory.
     public var stateHome: [UInt8] { xdg("XDG_STATE_HOME", fallback: ".local/state") + Array("/keepsync".utf8) }
 
-    /// Loads the configuration file and flags, resolves and checks the paths; throws
-    /// `.configuration` naming what is wrong.
+    /// The one mirror's settings (see `eachMirror`); with several, throws `.configuration`
+    /// asking for one (`--mirror NAME`), naming them.
     public func settings(_ invocation: Invocation) throws -> Settings {
-        var file = Configuration()
+        let all = try eachMirror(invocation)
+        guard all.count == 1 else {
+            throw KeepSyncError(.configuration, "\(invocation.command.word) takes one mirror, not \(all.count) "
+                                + "(\(all.map(\.mirrorLabel).joined(separator: ", "))): name one with --mirror NAME")
+        }
+        return all[0]
+    }
+
+    /// The configuration file (given, or the XDG default when it exists) parsed, and its
+    /// path; the defaults and nil when there is none.
+    func configurationFile(_ invocation: Invocation) throws -> (Configuration, [UInt8]?) {
         var configPath: [UInt8]?
         if let explicit = invocation.configFile {
             configPath = explicit
         } else if paths.exists(defaultConfigFile) {
             configPath = defaultConfigFile
         }
-        if let configPath {
-            let bytes: [UInt8]
-            do { bytes = try paths.read(configPath) } catch let e as KeepSyncError {
-                throw KeepSyncError(.configuration, "--config: \(e.message)")
-            }
-            file = try ConfigFileParser.parse(bytes, fileName: Self.display(configPath), home: home)
+        guard let configPath else { return (Configuration(), nil) }
+        let bytes: [UInt8]
+        do { bytes = try paths.read(configPath) } catch let e as KeepSyncError {
+            throw KeepSyncError(.configuration, "--config: \(e.message)")
         }
-        let config = CommandLineParser.merge(file: file, invocation: invocation, home: home)
+        return (try ConfigFileParser.parse(bytes, fileName: Self.display(configPath), home: home), configPath)
+    }
+
+    /// One mirror's settings from `config` (the file's keys for it with the flags over
+    /// them): the paths resolved and checked apart, the state directory named.
+    func resolve(_ config: Configuration, invocation: Invocation, configPath: [UInt8]?) throws -> Settings {
         func orKey(_ key: String) -> String { configPath.map { " (or '\(key) =' in \(Self.display($0)))" } ?? "" }
         guard let rawSource = config.source else {
             throw KeepSyncError(.configuration, "missing --source\(orKey("source"))")

@@ -3,7 +3,7 @@
 /// Options may come before or after the command and take `--flag value` or `--flag=value`;
 /// in the first form a following argument that starts with `--` is not taken as the value
 /// (write `--exclude=--x` for that). A repeated option keeps its last value, except
-/// `--exclude`, which accumulates. `-h`/`--help` anywhere wins, then `--version`.
+/// `--exclude` and `--mirror` (several mirrors), which accumulate; `--state` takes one mirror. `-h`/`--help` anywhere wins, then `--version`.
 /// `--json`, `--content`, `--name`, `--enable`, `--at`, `--to` and `--force` are refused
 /// outside their commands. `versions` takes one PATH or none, `restore` one.
 public enum CommandLineParser {
@@ -70,7 +70,8 @@ public enum CommandLineParser {
     }
 
     /// The configuration to run with: `invocation`'s flags over `file`; excludes are
-    /// appended; flag paths get `~` expanded with `home`.
+    /// appended; flag paths get `~` expanded with `home`. The mirror is the first `--mirror`
+    /// (`SettingsResolver.eachMirror` takes each in turn).
     public static func merge(file: Configuration, invocation: Invocation, home: [UInt8]) -> Configuration {
         var config = file
         if let source = invocation.source { config.source = ConfigFileParser.expandingHome(source, home: home) }
@@ -145,7 +146,7 @@ public enum CommandLineParser {
         switch option {
         case .config: inv.configFile = value
         case .source: inv.source = value
-        case .mirror: inv.mirror = value
+        case .mirror: inv.mirrors.append(value)
         case .state: inv.state = value
         case .exclude:
             do {
@@ -257,6 +258,9 @@ public enum CommandLineParser {
             return
         }
         if inv.manual { throw usageError("--man is only valid with 'help'") }
+        if inv.state != nil, inv.mirrors.count > 1 {
+            throw usageError("--state takes one mirror, not \(inv.mirrors.count): leave it out and each mirror keeps its own state directory")
+        }
         if inv.completionShell != nil { throw usageError("--completion is only valid with 'help'") }
         if inv.json, inv.command != .status, inv.command != .versions {
             throw usageError("--json is only valid with 'status' and 'versions'")

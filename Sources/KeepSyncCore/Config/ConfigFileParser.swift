@@ -9,6 +9,11 @@
 /// `30d`, 0 is off) and `versions_dir`. A path value of
 /// `~` or starting with `~/` starts at the home directory (`~user` is left alone). Setting
 /// any other key twice is an error. An `exclude` keeps a trailing blank escaped with `\`.
+///
+/// Several mirrors: a `[mirror NAME]` line (NAME: letters, digits, `-`, `_`, `.`) opens a
+/// section that lasts until the next one; it takes `path` (required) and the keys of
+/// `MirrorSection.keys`, for that mirror alone. Keys before the first section apply to
+/// every mirror; `mirror =` there does not mix with sections, nor `state =` with two.
 public enum ConfigFileParser {
     /// Largest accepted millisecond value (one day).
     public static let maximumMilliseconds = 86_400_000
@@ -17,12 +22,35 @@ public enum ConfigFileParser {
     /// Largest accepted duration (`keep_versions`), in seconds: 36500 days, about a century.
     public static let maximumDurationSeconds = 36_500 * 86_400
 
+    /// A section being read: its header and the keys seen so far.
+    private struct OpenSection {
+        var name: String
+        var line: Int
+        var path: [UInt8]?
+        var keys: [String: Int] = [:]
+        var values = Configuration()
+    }
+
     /// Parses `bytes`; errors are `.configuration`, one line, `"<fileName>:<line>: <what>"`.
     public static func parse(_ bytes: [UInt8], fileName: String, home: [UInt8]) throws -> Configuration {
         var config = Configuration()
         var firstLine: [String: Int] = [:]
+        var open: OpenSection?
         var lineNumber = 0
         var start = 0
+        func fail(_ what: String, line: Int? = nil) -> KeepSyncError {
+            KeepSyncError(.configuration, "\(fileName):\(line ?? lineNumber): \(what)")
+        }
+        // A section without `path =` is named at its header.
+        func closeSection() throws {
+            guard let section = open else { return }
+            guard let path = section.path else {
+                throw fail("[mirror \(section.name)] has no 'path =' (the mirror's directory)", line: section.line)
+            }
+            config.sections.append(MirrorSection(name: section.name, line: section.line, path: path,
+                                                  keys: Set(section.keys.keys), values: section.values))
+            open = nil
+        }
         // A UTF-8 byte order mark is not part of the first key.
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { start = 3 }
         while start < bytes.count {
@@ -31,12 +59,26 @@ public enum ConfigFileParser {
             while end < bytes.count, bytes[end] != 0x0A { end += 1 }
             let line = bytes[start..<end]
             start = end + 1
-            func fail(_ what: String) -> KeepSyncError {
-                KeepSyncError(.configuration, "\(fileName):\(lineNumber): \(what)")
-            }
 
             let trimmed = trim(line)
             if trimmed.isEmpty || trimmed.first == 0x23 { continue }
+            if trimmed.first == 0x5B {
+                try closeSection()
+                let name = try sectionName(trimmed, fail: { fail($0) })
+                if let other = config.sections.first(where: { $0.name == name }) {
+                    throw fail("duplicate section [mirror \(name)] (first on line \(other.line))")
+                }
+                if let mirrorLine = firstLine[Keys.mirror] {
+                    throw fail("'mirror =' and [mirror NAME] sections (line \(lineNumber)) do not mix: "
+                               + "move this mirror into a section of its own", line: mirrorLine)
+                }
+                if let stateLine = firstLine[Keys.state], !config.sections.isEmpty {
+                    throw fail("'state =' before the sections would be shared by every mirror: "
+                               + "set 'state =' in each [mirror NAME] section instead", line: stateLine)
+                }
+                open = OpenSection(name: name, line: lineNumber)
+                continue
+            }
             guard let equals = trimmed.firstIndex(of: 0x3D) else {
                 throw fail("expected 'key = value', got '\(ByteEscaping.escapeControls(trimmed))'")
             }
@@ -47,78 +89,120 @@ public enum ConfigFileParser {
             let key = String(decoding: keyBytes, as: UTF8.self)
             if value.contains(0) { throw fail("\(key): NUL byte in value") }
 
-            if key != "exclude", Keys.all.contains(key) {
-                if let first = firstLine[key] { throw fail("duplicate key '\(key)' (first set on line \(first))") }
+            guard var section = open else {
+                if key == "path" { throw fail("'path =' belongs in a [mirror NAME] section") }
+                guard Keys.all.contains(key) else { throw fail("unknown key '\(ByteEscaping.escapeControls(keyBytes))'") }
+                if key != Keys.exclude, let first = firstLine[key] {
+                    throw fail("duplicate key '\(key)' (first set on line \(first))")
+                }
                 firstLine[key] = lineNumber
+                try apply(key, value, raw: rawValue, to: &config, home: home, fail: { fail($0) })
+                continue
             }
-            switch key {
-            case Keys.source:
-                guard !value.isEmpty else { throw fail("source: expected a path") }
-                config.source = expandingHome(value, home: home)
-            case Keys.mirror:
-                guard !value.isEmpty else { throw fail("mirror: expected a path") }
-                config.mirror = expandingHome(value, home: home)
-            case Keys.state:
-                guard !value.isEmpty else { throw fail("state: expected a path") }
-                config.state = expandingHome(value, home: home)
-            case Keys.exclude:
-                let pattern = excludeValue(rawValue)
-                do {
-                    _ = try ExcludeMatcher(patterns: [pattern])
-                } catch let error as KeepSyncError {
-                    throw fail(error.message)
-                }
-                config.excludes.append(pattern)
-            case Keys.settle:
-                switch milliseconds(value, minimum: 0) {
-                case .success(let n): config.settleMilliseconds = n
-                case .failure(let reason): throw fail("\(key): \(reason.text)")
-                }
-            case Keys.maxDelay:
-                switch milliseconds(value, minimum: 1) {
-                case .success(let n): config.maxDelayMilliseconds = n
-                case .failure(let reason): throw fail("\(key): \(reason.text)")
-                }
-            case Keys.delete:
-                switch value {
-                case Array("true".utf8): config.deleteEnabled = true
-                case Array("false".utf8): config.deleteEnabled = false
-                default: throw fail("delete: expected 'true' or 'false', got '\(ByteEscaping.escapeControls(value))'")
-                }
-            case Keys.maxDeletePercent:
-                switch percent(value) {
-                case .success(let n): config.maxDeletePercent = n
-                case .failure(let reason): throw fail("\(key): \(reason.text)")
-                }
-            case Keys.verifyInterval:
-                switch seconds(value) {
-                case .success(let n): config.verifyIntervalSeconds = n
-                case .failure(let reason): throw fail("\(key): \(reason.text)")
-                }
-            case Keys.sshCommand:
-                if case .failure(let reason) = RemoteTarget.words(value) { throw fail("\(key): \(reason.text)") }
-                config.sshCommand = value
-            case Keys.rsyncPath:
-                guard let first = value.first, first != UInt8(ascii: "-") else { throw fail("\(key): expected a path") }
-                config.rsyncPath = value
-            case Keys.keepVersions:
-                switch duration(value) {
-                case .success(let n): config.keepVersionsSeconds = n
-                case .failure(let reason): throw fail("\(key): \(reason.text)")
-                }
-            case Keys.versionsDirectory:
-                guard !value.isEmpty else { throw fail("\(key): expected a path") }
-                config.versionsDirectory = expandingHome(value, home: home)
-            case Keys.logLevel:
-                guard let level = LogLevel(bytes: value) else {
-                    throw fail("log_level: \(logLevelExpectation), got '\(ByteEscaping.escapeControls(value))'")
-                }
-                config.logLevel = level
-            default:
-                throw fail("unknown key '\(ByteEscaping.escapeControls(keyBytes))'")
+            guard MirrorSection.keys.contains(key) else {
+                guard Keys.all.contains(key) else { throw fail("unknown key '\(ByteEscaping.escapeControls(keyBytes))'") }
+                if key == Keys.mirror { throw fail("'mirror =' in [mirror \(section.name)]: its directory is 'path ='") }
+                throw fail("'\(key)' applies to every mirror: set it before the first section, not in [mirror \(section.name)]")
             }
+            if let first = section.keys[key] {
+                throw fail("duplicate key '\(key)' in [mirror \(section.name)] (first set on line \(first))")
+            }
+            section.keys[key] = lineNumber
+            if key == "path" {
+                guard !value.isEmpty else { throw fail("path: expected a path") }
+                section.path = expandingHome(value, home: home)
+            } else {
+                try apply(key, value, raw: rawValue, to: &section.values, home: home, fail: { fail($0) })
+            }
+            open = section
         }
+        try closeSection()
         return config
+    }
+
+    /// NAME of a `[mirror NAME]` line (blanks around the words allowed).
+    private static func sectionName(_ line: ArraySlice<UInt8>, fail: (String) -> KeepSyncError) throws -> String {
+        let bad = fail("expected '[mirror NAME]' (NAME: letters, digits, '-', '_' or '.'), got '\(ByteEscaping.escapeControls(line))'")
+        guard line.last == 0x5D else { throw bad }
+        let inside = trim(line.dropFirst().dropLast())
+        let word = Array("mirror".utf8)
+        guard inside.starts(with: word) else { throw bad }
+        let rest = inside.dropFirst(word.count)
+        guard let blank = rest.first, isBlank(blank) else { throw bad }
+        let name = trim(rest)
+        guard !name.isEmpty, name.allSatisfy(MirrorSection.isNameByte) else { throw bad }
+        return String(decoding: name, as: UTF8.self)
+    }
+
+    /// Sets `key` (a known key, not `path`) from `value` in `config`.
+    private static func apply(_ key: String, _ value: [UInt8], raw rawValue: ArraySlice<UInt8>, to config: inout Configuration,
+                              home: [UInt8], fail: (String) -> KeepSyncError) throws {
+        switch key {
+        case Keys.source:
+            guard !value.isEmpty else { throw fail("source: expected a path") }
+            config.source = expandingHome(value, home: home)
+        case Keys.mirror:
+            guard !value.isEmpty else { throw fail("mirror: expected a path") }
+            config.mirror = expandingHome(value, home: home)
+        case Keys.state:
+            guard !value.isEmpty else { throw fail("state: expected a path") }
+            config.state = expandingHome(value, home: home)
+        case Keys.exclude:
+            let pattern = excludeValue(rawValue)
+            do {
+                _ = try ExcludeMatcher(patterns: [pattern])
+            } catch let error as KeepSyncError {
+                throw fail(error.message)
+            }
+            config.excludes.append(pattern)
+        case Keys.settle:
+            switch milliseconds(value, minimum: 0) {
+            case .success(let n): config.settleMilliseconds = n
+            case .failure(let reason): throw fail("\(key): \(reason.text)")
+            }
+        case Keys.maxDelay:
+            switch milliseconds(value, minimum: 1) {
+            case .success(let n): config.maxDelayMilliseconds = n
+            case .failure(let reason): throw fail("\(key): \(reason.text)")
+            }
+        case Keys.delete:
+            switch value {
+            case Array("true".utf8): config.deleteEnabled = true
+            case Array("false".utf8): config.deleteEnabled = false
+            default: throw fail("delete: expected 'true' or 'false', got '\(ByteEscaping.escapeControls(value))'")
+            }
+        case Keys.maxDeletePercent:
+            switch percent(value) {
+            case .success(let n): config.maxDeletePercent = n
+            case .failure(let reason): throw fail("\(key): \(reason.text)")
+            }
+        case Keys.verifyInterval:
+            switch seconds(value) {
+            case .success(let n): config.verifyIntervalSeconds = n
+            case .failure(let reason): throw fail("\(key): \(reason.text)")
+            }
+        case Keys.sshCommand:
+            if case .failure(let reason) = RemoteTarget.words(value) { throw fail("\(key): \(reason.text)") }
+            config.sshCommand = value
+        case Keys.rsyncPath:
+            guard let first = value.first, first != UInt8(ascii: "-") else { throw fail("\(key): expected a path") }
+            config.rsyncPath = value
+        case Keys.keepVersions:
+            switch duration(value) {
+            case .success(let n): config.keepVersionsSeconds = n
+            case .failure(let reason): throw fail("\(key): \(reason.text)")
+            }
+        case Keys.versionsDirectory:
+            guard !value.isEmpty else { throw fail("\(key): expected a path") }
+            config.versionsDirectory = expandingHome(value, home: home)
+        case Keys.logLevel:
+            guard let level = LogLevel(bytes: value) else {
+                throw fail("log_level: \(logLevelExpectation), got '\(ByteEscaping.escapeControls(value))'")
+            }
+            config.logLevel = level
+        default:
+            throw fail("unknown key '\(key)'")
+        }
     }
 
     // MARK: - Shared with CommandLineParser

@@ -30,6 +30,8 @@ public struct Configuration: Sendable, Equatable {
     public var keepVersionsSeconds: Int
     /// Where versions are kept (`versions_dir`, `--versions-dir`); nil: `MIRROR/.keepsync-versions`.
     public var versionsDirectory: [UInt8]?
+    /// The file's `[mirror NAME]` sections, in file order (empty: `mirror` is the one mirror).
+    public var sections: [MirrorSection]
 
     /// The defaults, written here only: the help text shows these, and a test holds the
     /// example file (etc/keepsync.conf) to them.
@@ -60,7 +62,8 @@ public struct Configuration: Sendable, Equatable {
         sshCommand: [UInt8]? = nil,
         rsyncPath: [UInt8]? = nil,
         keepVersionsSeconds: Int = Configuration.defaultKeepVersionsSeconds,
-        versionsDirectory: [UInt8]? = nil
+        versionsDirectory: [UInt8]? = nil,
+        sections: [MirrorSection] = []
     ) {
         self.source = source
         self.mirror = mirror
@@ -76,5 +79,6 @@ public struct Configuration: Sendable, Equatable {
         self.rsyncPath = rsyncPath
         self.keepVersionsSeconds = keepVersionsSeconds
         self.versionsDirectory = versionsDirectory
+        self.sections = sections
     }
 }

@@ -20,9 +20,30 @@ public enum HelpText {
             }
             out += column("  " + o.flag + (o.value.map { " <\($0)>" } ?? ""), lines)
         }
+        out += "\nSEVERAL MIRRORS:\n" + severalMirrors.map { $0.isEmpty ? "\n" : "  \($0)\n" }.joined()
         out += "\nA flag overrides the configuration file. man keepsync: the manual.\n"
         return out
     }
+
+    /// Several mirrors in the configuration file: what `--help` and the manual say.
+    static let severalMirrors = [
+        "Give --mirror more than once, or write one [mirror NAME] section per mirror in",
+        "the configuration file. Keys before the first section apply to every mirror; a",
+        "section takes path (required), state, delete, max_delete_percent,",
+        "verify_interval, ssh_command, rsync_path, keep_versions and versions_dir.",
+        "",
+        "    source = ~/Documents",
+        "    exclude = *.tmp",
+        "    [mirror usb]",
+        "    path = /media/usb/Documents",
+        "    keep_versions = 30d",
+        "    [mirror nas]",
+        "    path = backup@nas:/srv/Documents",
+        "    ssh_command = ssh -p 2222",
+        "",
+        "sync and check handle every mirror; status shows each; --mirror usb acts on",
+        "that one alone.",
+    ]
 
     /// A left column of 26, the help beside it.
     private static func column(_ left: String, _ lines: [String]) -> String {
@@ -68,6 +89,14 @@ public enum HelpText {
             out += "\n"
         }
         out += """
+            .SH SEVERAL MIRRORS
+            \(roff(severalMirrors.prefix(4).joined(separator: "\n")))
+            .PP
+            .nf
+            \(roff(severalMirrors.dropFirst(5).prefix(8).map { $0.trimmingPrefix("    ") }.joined(separator: "\n")))
+            .fi
+            .PP
+            \(roff(severalMirrors.suffix(2).joined(separator: "\n")))
             .SH SIGNALS
             .TP
             .B SIGUSR1

@@ -30,8 +30,13 @@ public struct Invocation: Sendable, Equatable {
     public var configFile: [UInt8]?
     /// `--source DIR`, as given.
     public var source: [UInt8]?
-    /// `--mirror DIR`, as given.
-    public var mirror: [UInt8]?
+    /// Every `--mirror DIR`, as given, in order (several mirrors of one source).
+    public var mirrors: [[UInt8]]
+    /// The first `--mirror`; setting it replaces them all.
+    public var mirror: [UInt8]? {
+        get { mirrors.first }
+        set { mirrors = newValue.map { [$0] } ?? [] }
+    }
     /// `--state DIR`, as given.
     public var state: [UInt8]?
     /// `--exclude GLOB`, in order; added to the file's.
@@ -115,7 +120,7 @@ public struct Invocation: Sendable, Equatable {
         self.command = command
         self.configFile = configFile
         self.source = source
-        self.mirror = mirror
+        self.mirrors = mirror.map { [$0] } ?? []
         self.state = state
         self.excludes = excludes
         self.settleMilliseconds = settleMilliseconds
@@ -136,5 +141,23 @@ public struct Invocation: Sendable, Equatable {
         self.enable = enable
         self.keepVersionsSeconds = keepVersionsSeconds
         self.versionsDirectory = versionsDirectory
+    }
+}
+
+extension Invocation.Command {
+    /// The command as typed: `sync`, `service install`.
+    public var word: String {
+        switch self {
+        case .run: "run"
+        case .sync: "sync"
+        case .check: "check"
+        case .status: "status"
+        case .versions: "versions"
+        case .restore: "restore"
+        case .serviceInstall: "service install"
+        case .serviceUninstall: "service uninstall"
+        case .help: "help"
+        case .version: "--version"
+        }
     }
 }

@@ -55,7 +55,8 @@ public enum OptionTable {
                fallback: "$XDG_CONFIG_HOME/keepsync/keepsync.conf if it exists", completion: .file),
         Option(flag: "--source", value: "dir", help: "The folder to watch.", fallback: "required", completion: .directory),
         Option(flag: "--mirror", value: "dir",
-               help: "The mirror; receives the source's contents.\n[USER@]HOST:DIR: a directory on another machine, over ssh.",
+               help: "The mirror; receives the source's contents.\n[USER@]HOST:DIR: a directory on another machine, over ssh.\n"
+                   + "Repeatable: several mirrors. NAME: that [mirror NAME]\nsection of the configuration file alone.",
                fallback: "required", completion: .directory),
         Option(flag: "--state", value: "dir", help: "Records, lock and status file.",
                fallback: "$XDG_STATE_HOME/keepsync/<hash of source and mirror>", completion: .directory),

@@ -91,15 +91,18 @@ public struct ServiceInstaller {
     /// Writes the unit (and the configuration from flags) and enables it when asked.
     public func install() throws -> ExitCode {
         if invocation.source != nil || invocation.mirror != nil {
-            guard let source = invocation.source, let mirror = invocation.mirror else {
+            guard let source = invocation.source, !invocation.mirrors.isEmpty else {
                 throw KeepSyncError(.configuration, "service install: give both --source and --mirror, or neither (to use an existing \(HostPaths.display(configFile)))")
             }
             // HOST:DIR is not a path to resolve (it would become ~/HOST:DIR, a local folder).
-            let remote = try RemoteTarget.parse(mirror)
+            let mirrors = try invocation.mirrors.map { mirror in
+                try RemoteTarget.parse(mirror).map { (path: $0.normalized, directory: $0.directory, host: $0.host) }
+                    ?? { let path = HostPaths.resolve(mirror); return (path: path, directory: path, host: "") }()
+            }
             try HostPaths.makeDirectories(configHome + Array("/keepsync".utf8), mode: 0o755)
             var text = "# Written by keepsync service install.\n"
             text += "source = \(HostPaths.display(HostPaths.resolve(source)))\n"
-            text += "mirror = \(HostPaths.display(remote?.normalized ?? HostPaths.resolve(mirror)))\n"
+            if mirrors.count == 1 { text += "mirror = \(HostPaths.display(mirrors[0].path))\n" }
             if let ssh = invocation.sshCommand { text += "ssh_command = \(HostPaths.display(ssh))\n" }
             if let path = invocation.rsyncPath { text += "rsync_path = \(HostPaths.display(path))\n" }
             if let state = invocation.state { text += "state = \(HostPaths.display(HostPaths.resolve(state)))\n" }
@@ -112,6 +115,11 @@ public struct ServiceInstaller {
             if let v = invocation.verifyIntervalSeconds { text += "verify_interval = \(v)\n" }
             if let v = invocation.keepVersionsSeconds { text += "keep_versions = \(ConfigFileParser.durationText(v))\n" }
             if let dir = invocation.versionsDirectory { text += "versions_dir = \(HostPaths.display(HostPaths.resolve(dir)))\n" }
+            // Several mirrors: one section each, the keys above shared.
+            if mirrors.count > 1 {
+                let names = Self.sectionNames(mirrors.map { $0.directory.isEmpty ? Array($0.host.utf8) : $0.directory })
+                for (name, mirror) in zip(names, mirrors) { text += "\n[mirror \(name)]\npath = \(HostPaths.display(mirror.path))\n" }
+            }
             try HostPaths.writeAtomically(configFile, Array(text.utf8))
             LogSink.writeOut("wrote \(HostPaths.display(configFile))\n")
         } else if HostPaths.stat(configFile) == nil {
@@ -132,6 +140,27 @@ public struct ServiceInstaller {
         }
         LogSink.writeOut(notes())
         return .success
+    }
+
+    /// A section name for each mirror: the last component of `directories`, each byte
+    /// outside `[A-Za-z0-9_-]` made `_`, `-2`, `-3` … after one already taken.
+    static func sectionNames(_ directories: [[UInt8]]) -> [String] {
+        var taken: Set<String> = []
+        return directories.map { directory in
+            let last = directory.split(separator: UInt8(ascii: "/")).last ?? []
+            var name = String(decoding: last.map { b in
+                (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x5F
+                    ? b : UInt8(ascii: "_")
+            }, as: UTF8.self)
+            if name.isEmpty { name = "mirror" }
+            var unique = name, n = 1
+            while taken.contains(unique) {
+                n += 1
+                unique = "\(name)-\(n)"
+            }
+            taken.insert(unique)
+            return unique
+        }
     }
 
     /// Disables and removes the unit.
