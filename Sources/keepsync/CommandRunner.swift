@@ -70,7 +70,7 @@ struct CommandRunner: Sendable {
     func settings(_ invocation: Invocation) throws -> Settings { try resolver.settings(invocation) }
 
     /// Every mirror's settings (SPEC "Several mirrors").
-    func mirrors(_ invocation: Invocation) throws -> [Settings] { [try resolver.settings(invocation)] }
+    func mirrors(_ invocation: Invocation) throws -> [Settings] { try resolver.eachMirror(invocation) }
 
     /// A remote mirror's next rsync run starts ahead of it: a live change's, a pass's next
     /// group's (the login shell and rsync's start off their path).

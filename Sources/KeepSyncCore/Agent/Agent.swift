@@ -84,7 +84,7 @@ public actor Agent<C: Clock> where C.Duration == Duration {
     var host: any AgentHost { hosts[0] }
     /// Each mirror's lines name it when there are several.
     func logger(for settings: Settings) -> Logger {
-        mirrors.count > 1 ? logger.prefixed("mirror \(settings.mirrorName): ") : logger
+        mirrors.count > 1 ? logger.prefixed("mirror \(settings.mirrorLabel): ") : logger
     }
 
     /// A manager's timing under `settings` (its own verify interval).

@@ -52,5 +52,5 @@ struct MirrorLink<C: Clock> where C.Duration == Duration {
     }
 
     /// The name status and the log give it.
-    var name: String { settings.mirrorName }
+    var name: String { settings.mirrorLabel }
 }
