@@ -7,9 +7,11 @@ extension Agent {
     /// `first`: its first manager, made with the others' (their passes share a walk).
     func runLink(_ i: Int, first: LinkRun? = nil) async throws {
         var next = first
+        // Whether the reason to wait was logged (by the manager that found it).
+        var logged = false
         while !stopRequested, sourceProblem == nil {
             if let away = links[i].away {
-                try await waitForMirror(i, away)
+                try await waitForMirror(i, away, logged: logged)
                 guard !stopRequested, sourceProblem == nil else { return }
             }
             let run = try next ?? makeManager(i)
@@ -18,6 +20,7 @@ extension Agent {
             guard !stopRequested, let problem = await manager.rootLost else { return }
             if MirrorSafety.isMirrorProblem(problem) {
                 links[i].away = problem
+                logged = true
                 // A write the stopped manager still holds must not land after the next one's;
                 // then its trees go, so that nothing holds an unplugged disk's file system.
                 await manager.drainRecords()
@@ -35,17 +38,17 @@ extension Agent {
 
     /// Pauses link `i` (`away` says why) until its recorded mirror is back, the agent stops
     /// or the source is lost.
-    func waitForMirror(_ i: Int, _ away: String) async throws {
+    func waitForMirror(_ i: Int, _ away: String, logged: Bool) async throws {
         links[i].state = .paused(reason: away)
         writeStatus(i, snapshot: nil, extraErrors: [(".", away)], force: true)
         publishLine(await currentLines())
-        let log = logger(for: links[i].settings)
-        log.error("\(away); mirroring paused until it is back")
+        // The reason names the mirror.
+        if logged { logger.info("mirror \(links[i].name) paused until it is back") } else { logger.error("\(away); paused until it is back") }
         while !stopRequested, sourceProblem == nil, linkProblem(i) != nil {
             try? await clock.sleep(for: .milliseconds(500))
         }
         guard !stopRequested, sourceProblem == nil else { return }
-        log.info("mirror \(links[i].settings.mirrorName) is back; resuming with a full resync")
+        logger.info("mirror \(links[i].name) is back; resuming with a full resync")
         links[i].away = nil
         links[i].records = try links[i].store.load()
     }

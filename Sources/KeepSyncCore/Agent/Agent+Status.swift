@@ -88,7 +88,9 @@ extension Agent {
         if links[i].state == .syncing, links[i].seenPasses > 0, snapshot.pending == 0 {
             links[i].state = .watching
             if links.allSatisfy({ $0.state != .syncing }) { progress.finish(nil) }
-            logger(for: links[i].settings).info("initial sync done: \(snapshot.files) file\(snapshot.files == 1 ? "" : "s"), watching")
+            let files = "\(snapshot.files) file\(snapshot.files == 1 ? "" : "s")"
+            logger(for: links[i].settings).info(links[i].hasWatched ? "caught up: \(files), watching" : "initial sync done: \(files), watching")
+            links[i].hasWatched = true
         }
         let state = links[i].state
         let current = state == .watching && snapshot.resyncing ? AgentState.syncing : state

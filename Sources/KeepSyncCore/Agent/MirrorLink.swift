@@ -30,6 +30,8 @@ struct MirrorLink<C: Clock> where C.Duration == Duration {
     /// When its last full pass ended (status.json), and how many it has seen.
     var lastFullSync: String?
     var seenPasses = 0
+    /// Whether it has been watching since the agent started (its first pass done).
+    var hasWatched = false
     /// Counts its versions for status.json (versions on); outlives a generation.
     var versionCounter: VersionCounter?
     /// When the mirror's host stopped answering (status wording), nil while it answers.
