@@ -354,6 +354,13 @@ extension LimitedMirrorTests {
         }
 
         /// Waits up to 30 s for the mirror to match within the limits with nothing pending.
+        /// Waits up to 30 s for `other` (a second mirror, skipping nothing) to equal the source.
+        func convergesOn(_ other: [UInt8]) async -> Bool {
+            await eventually(timeout: .seconds(30)) {
+                ((try? sandbox.sourceSnapshot().differences(to: TreeSnapshot.take(other))) ?? ["?"]).isEmpty
+            }
+        }
+
         func converges() async -> Bool {
             await eventually(timeout: .seconds(30)) {
                 differences().isEmpty && (RunCommandTests.status(sandbox)?["pending"] as? NSNumber)?.intValue == 0
