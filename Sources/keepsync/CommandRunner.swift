@@ -145,7 +145,7 @@ struct CommandRunner: Sendable {
         } else {
             mirrorTree = AbsentTree()
         }
-        return try CheckCommand(source: sourceTree, mirror: mirrorTree, options: settings.options, io: LinuxAgentHost.scanIO,
+        return try CheckCommand(source: sourceTree, mirror: mirrorTree, options: settings.options, io: host.copies.scanIO,
                                 limits: host.recordedMirrorLimits(settings))
             .run(output: LogSink.writeOut, errors: LogSink.write)
     }

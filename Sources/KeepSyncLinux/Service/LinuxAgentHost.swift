@@ -4,13 +4,14 @@ import KeepSyncCore
 /// The agent's machine: the state directory's lock and journal, the source and mirror
 /// trees, inotify, the directory warmer, the source root's stat, a Dispatch timer.
 public struct LinuxAgentHost: AgentHost {
-    /// Copies staged at once by `sync`: enough to keep a disk's queue busy on a cold cache.
-    public static let copyIO = ParallelIO(width: 4)
-    /// Directory listings ahead of a scan: a cold disk answers many at once.
-    public static let scanIO = ParallelIO(width: 12)
-
     /// The remote mirror's root over its session (nil: a local mirror).
     public let remote: RemoteRoot?
+    /// This mirror's own copy and listing threads (another mirror's slow barrier or round
+    /// trip never waits in front of its work: their queues are serial). Copies staged at
+    /// once: enough to keep a disk's queue busy on a cold cache; listings ahead of a
+    /// scan: a cold disk answers many at once.
+    let copyIO = ParallelIO(width: 4)
+    let scanIO = ParallelIO(width: 12)
 
     /// The host of this machine; `remote` for a mirror on another host.
     public init(remote: RemoteRoot? = nil) {
@@ -35,7 +36,7 @@ public struct LinuxAgentHost: AgentHost {
 
     /// Copies on four Dispatch threads; staging and listing widths.
     public var copies: (executor: CopyExecutor, io: ParallelIO, scanIO: ParallelIO) {
-        (.dispatch(limit: 4), Self.copyIO, Self.scanIO)
+        (.dispatch(limit: 4), copyIO, scanIO)
     }
 
     /// Takes the state's lock and loads (or refuses) its records.
