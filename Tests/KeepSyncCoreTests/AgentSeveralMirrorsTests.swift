@@ -114,4 +114,30 @@ struct AgentSeveralMirrorsTests {
         try await h.until("caught up") { h.hosts[1].mirror.node(RelativePath("while-away")) != nil }
         #expect(try await h.stop() == .success)
     }
+
+    @Test("SIGUSR1 while a mirror's host is away: its pass waits for the host, and then lists the source itself, taking nothing listed while it waited")
+    func aPassWaitingForItsHostTakesNoOldListing() async throws {
+        let h = AgentHarness(mirrors: 2)
+        h.populate()
+        h.start()
+        try await h.waitUntilReady()
+        h.hosts[1].mirror.failure.withLock {
+            $0 = { op, path in op == .open ? nil : KeepSyncError(.unreachable, "mirror2.example: unreachable", path: path) }
+        }
+        h.host.source.writeFile(RelativePath("e"), Array("echo".utf8))
+        #expect(h.host.watchers[0].publish(.changed(RelativePath("e"))))
+        try await h.until("the second mirror's host lost") {
+            h.writers[1].reports.last?.errors.contains { $0.message.contains("unreachable") } == true
+        }
+        // The first mirror's pass lists the source while the second's waits for its host:
+        // the second's events meanwhile may be dropped (past `heldWhileUnreachable`), so a
+        // listing from now must not stand in for its own when the host answers.
+        let (listed, shared) = h.agent.listings.counts
+        h.feed.send(.resync)
+        try await h.until("the first mirror's pass") { h.agent.listings.counts.listed >= listed + 2 }
+        h.hosts[1].mirror.failure.withLock { $0 = nil }
+        try await h.until("the second mirror caught up") { h.hosts[1].mirror.node(RelativePath("e")) != nil }
+        #expect(h.agent.listings.counts.shared == shared, "the second mirror's pass took listings made while its host was away")
+        #expect(try await h.stop() == .success)
+    }
 }

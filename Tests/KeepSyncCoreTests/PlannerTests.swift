@@ -311,6 +311,15 @@ struct PlannerTests {
         #expect(Planner().plan(state) == [.makeSymlink(Self.path, target: a)])
     }
 
+    @Test("a link whose target could not be read (gone or replaced since it was listed) is left to its events, never made with an empty target")
+    func unreadLinkTarget() {
+        let s = Self.source(.symlink)
+        for m in [nil, Self.mirror(.symlink), Self.mirror(.regular)] {
+            let state = PathState(path: Self.path, source: s, sourceLink: nil, record: nil, mirror: m)
+            #expect(Planner().plan(state) == [], "mirror: \(m.map { "\($0.kind)" } ?? "nothing")")
+        }
+    }
+
     // MARK: The root
 
     @Test("the root is never removed, whatever the source and deletion setting", arguments: [true, false])

@@ -138,7 +138,7 @@ final class SimulationRun {
     var compactions: SplitMix64
     /// Decides whether a crash is a power cut and what it keeps, apart from `rng`.
     var cuts: SplitMix64
-    let source = InMemoryTree(device: 1)
+    let source: InMemoryTree
     let mirrorTree: InMemoryTree
     let durable = InMemoryStore()
     let power: SimulationPower
@@ -177,11 +177,19 @@ final class SimulationRun {
     let versionOracle: SimulationVersionOracle?
     /// The version keepers of every start (their counts).
     var keepers: [VersionKeepingSteps] = []
+    /// The agent this run is one mirror of (`SimulationAgent`), nil when it runs alone: the
+    /// agent owns the workload and the watcher's queue, and feeds the managers.
+    weak var agent: SimulationAgent?
+    /// This mirror's number among the agent's, and the label of its trace lines.
+    var member = 0
+    var label = ""
 
     /// `perFileSync` forces the mirror's kind (nil: as the environment or the seed says).
-    /// `versions` keeps versions (nil: as the environment says, else off).
+    /// `versions` keeps versions (nil: as the environment says, else off). `sharedSource`:
+    /// the source of several runs (`SimulationAgent`), which no source fault or concurrent
+    /// writer touches (each would belong to no one mirror); `crashes` forces crashes on or off.
     init(seed: UInt64, steps: Int? = nil, perFileSync: Bool? = nil, versions: Bool? = nil, verbose: Bool = false,
-         thread: ManagerThread? = nil) {
+         thread: ManagerThread? = nil, sharedSource: InMemoryTree? = nil, crashes: Bool? = nil) {
         self.seed = seed
         self.verbose = verbose
         self.thread = thread
@@ -189,6 +197,12 @@ final class SimulationRun {
         compactions = SplitMix64(seed: seed, stream: 5)
         cuts = SplitMix64(seed: seed, stream: 7)
         var settings = SimulationSettings(&rng, steps: steps)
+        if sharedSource != nil {
+            settings.sourceFaults = 0
+            settings.interference = 0
+        }
+        if let crashes { settings.crashes = crashes }
+        source = sharedSource ?? InMemoryTree(device: 1)
         var syncs = SplitMix64(seed: seed, stream: 8)
         settings.perFileSync = perFileSync ?? Self.perFileSyncForced ?? syncs.chance(0.3)
         settings.versions = versions ?? Self.versionsForced ?? false
@@ -203,7 +217,7 @@ final class SimulationRun {
         interference = SimulationInterference(seed: seed, source: source)
         // Copies read a few bytes at a time, and the concurrent writer may act in between.
         let writer = interference
-        source.reads.withLock { $0 = InMemoryTree.Reads(chunk: 16) { writer.betweenReads($0) } }
+        if sharedSource == nil { source.reads.withLock { $0 = InMemoryTree.Reads(chunk: 16) { writer.betweenReads($0) } } }
         mirror = SimulationMirror(tree: mirrorTree, power: power, faults: faults, interference: interference,
                                   log: verbose ? log : nil)
         store = SimulationStore(durable: durable, power: power, mirror: mirrorTree, versions: versionOracle)
@@ -217,7 +231,7 @@ final class SimulationRun {
         let faults = self.faults
         mirrorTree.failure.withLock { $0 = { op, path in faults.mirror(op.rawValue, path) } }
         mirrorTree.tracksDurability()
-        source.failure.withLock { $0 = { op, path in faults.source(op, path) } }
+        if sharedSource == nil { source.failure.withLock { $0 = { op, path in faults.source(op, path) } } }
         sourceChanged()
     }
 
@@ -246,13 +260,18 @@ final class SimulationRun {
     }
 
     func note(_ line: String) {
-        trace.append(line)
+        traced(line)
         // A failed record append on the manager's serial queue is reported by a task of its
         // own (`recordsFailed`), at a moment no seed decides: kept out of the trace.
         for l in log.take() {
             if l.contains("cannot write records") || l.contains("records are written again") { continue }
-            trace.append(l)
+            traced(l)
         }
+    }
+
+    /// A line of this run's trace, or of its agent's (labelled).
+    func traced(_ line: String) {
+        if let agent { agent.trace.append(label + line) } else { trace.append(line) }
     }
 
     func count(_ key: String, _ n: Int = 1) { stats[key, default: 0] += n }
@@ -266,7 +285,7 @@ final class SimulationRun {
         // One line per distinct problem (a lasting problem is reported where it starts).
         if violations.contains(line) { return }
         violations.append(line)
-        trace.append("VIOLATION \(line)")
+        traced("VIOLATION \(line)")
     }
 
     /// Violations found while `collecting` runs: reported in sorted order, so the checks
@@ -332,7 +351,7 @@ final class SimulationRun {
             do { try await manager.compactRecords() } catch { note("  compaction failed: \(error)") }
             await afterManagerCall("stop")
             if self.manager != nil {
-                self.manager = nil
+                dropManager()
                 queue.removeAll()
                 await start()
             }
@@ -362,11 +381,17 @@ final class SimulationRun {
     }
 
     func workloadStep(delivering: Bool) {
+        if let agent { return agent.workloadStep() }
         guard let (description, events) = workload.step(&rng) else { return }
         count("ops")
         let live = delivering && manager != nil
         note("op \(description) → \(events.count) events\(live ? "" : " (not watched)")")
         if live { queue += events }
+        observeWorkload(events)
+    }
+
+    /// The workload changed the source (the watcher saw `events`): remember what it holds.
+    func observeWorkload(_ events: [WatchEvent]) {
         for case .moved(let from, let to) in events where source.node(to)?.kind == .directory {
             history.directoryMoved(from: from, to: to)
         }
@@ -382,6 +407,7 @@ final class SimulationRun {
     /// Hands the oldest queued events to the manager; sometimes the kernel queue overflows:
     /// a stretch of them is lost and the watcher reports `.rescan` in their place.
     func deliver() async {
+        if let agent { return await agent.deliver() }
         guard let manager, !queue.isEmpty else { return }
         let n = rng.int(1...queue.count)
         var batch = Array(queue.prefix(n))
@@ -463,7 +489,7 @@ final class SimulationRun {
     func crash() {
         count("crashes")
         log.kill()
-        manager = nil
+        dropManager()
         queue.removeAll()
         copies.discardAll()
         mirrorTree.abandonStaging()
@@ -489,8 +515,17 @@ final class SimulationRun {
         down = rng.chance(0.5) ? 0 : rng.int(1...4)
     }
 
-    /// What `run` does at start: load the records, a new engine and manager, a full resync.
-    func start() async {
+    /// The manager goes (killed, stopped, or its mirror away): out of the agent's fan-out.
+    func dropManager() {
+        if let manager { agent?.leaves(manager, member: member) }
+        manager = nil
+    }
+
+    /// What `run` does at start: load the records, a new engine and manager, a full resync
+    /// (its pass at once, or with `passNow` false at the manager's next round). One of the
+    /// agent's mirrors lists the source through the shared listings and joins the fan-out
+    /// first, as `Agent.makeManager` and `drive` do.
+    func start(passNow: Bool = true) async {
         let records: RecordSet
         do { records = try store.load() } catch {
             violation("I6", "the store does not load: \(error)")
@@ -511,15 +546,17 @@ final class SimulationRun {
                                 }, nil) : nil)
         if let keeper = local.steps as? VersionKeepingSteps { keepers.append(keeper) }
         let executor = settings.heldCopies.map { copies.executor(limit: $0) } ?? .inline
-        let engine = SyncEngine(source: source, mirror: local, store: store, records: records, options: options, logger: logger,
+        let tree: any FileSystemProviding = agent.map { SharedListingTree(base: source, listings: $0.listings, member: member) } ?? source
+        let engine = SyncEngine(source: tree, mirror: local, store: store, records: records, options: options, logger: logger,
                                 recordScheduler: executor.recordScheduler ?? .serialQueue())
         let manager = SyncManager(engine: engine, clock: clock, timing: Self.timing,
                                   executor: executor, logger: logger, thread: thread)
         self.manager = manager
         down = 0
         note("start with \(records.table.count) records")
+        agent?.joins(manager, member: member)
         await manager.requestFullResync()
-        await manager.processDue()
+        if passNow { await manager.processDue() }
         await afterManagerCall("startup")
     }
 
@@ -664,7 +701,7 @@ final class SimulationRun {
     /// I4: the source is exactly what the workload made of it; keepsync wrote nothing.
     func checkSourceUntouched(final: Bool) {
         for op in Self.writeOperations + [.barrier] {
-            let n = source.count(op), expected = op == .rename ? workload.renames : 0
+            let n = source.count(op), expected = op == .rename ? (agent?.workload ?? workload).renames : 0
             if n != expected { violation("I4", "source \(op.rawValue) called \(n) times (the workload made \(expected))") }
         }
         if source.nodes != expectedSource {
@@ -811,8 +848,9 @@ final class SimulationRun {
     }
 
     /// I1: the mirror equals the source (names, kind, content, mode, mtime, link targets),
-    /// special and excluded paths aside; I3: no temp file is left.
-    func expectMirrorEqualsSource(_ what: String) {
+    /// special and excluded paths aside; I3: no temp file is left. A difference is reported
+    /// as `invariant` when given.
+    func expectMirrorEqualsSource(_ what: String, invariant: String? = nil) {
         let s = source.nodes, m = mirrorTree.nodes
         var diffs: [String] = []
         for path in Set(s.keys).union(m.keys).sorted() where !isVersionPath(path) {
@@ -845,7 +883,7 @@ final class SimulationRun {
             if a.kind == .symlink, a.target != b.target { diffs.append("\(path.escaped): link target") }
         }
         if !diffs.isEmpty {
-            violation(what == "live" ? "I1 (live)" : "I1", "\(what): mirror differs from source: " + diffs.joined(separator: "; "))
+            violation(invariant ?? (what == "live" ? "I1 (live)" : "I1"), "\(what): mirror differs from source: " + diffs.joined(separator: "; "))
         }
     }
 

@@ -47,6 +47,14 @@ struct SimulationTests {
     /// Runs seeds on threads of their own (all cores but one, which stays for the tests
     /// running beside them in this process); returns the outcomes in seed order.
     static func runSeeds(_ seeds: [UInt64], steps: Int?, versions: Bool? = nil, verbose: Bool = false) async -> [SimulationRun.Outcome] {
+        await onThreads(seeds) { seed, thread in
+            await SimulationRun(seed: seed, steps: steps, versions: versions, verbose: verbose, thread: thread).run()
+        }
+    }
+
+    /// Runs `body` for each seed as `runSeeds` does, on threads of their own.
+    static func onThreads(_ seeds: [UInt64],
+                          _ body: @escaping @Sendable (UInt64, ManagerThread) async -> SimulationRun.Outcome) async -> [SimulationRun.Outcome] {
         let width = max(1, min(ProcessInfo.processInfo.activeProcessorCount - 1, 8, seeds.count))
         let threads = (0..<width).map { _ in ManagerThread() }
         defer { for t in threads { t.stop() } }
@@ -58,7 +66,7 @@ struct SimulationTests {
                 group.addTask(executorPreference: thread) {
                     var done: [SimulationRun.Outcome] = []
                     for seed in mine {
-                        done.append(await SimulationRun(seed: seed, steps: steps, versions: versions, verbose: verbose, thread: thread).run())
+                        done.append(await body(seed, thread))
                     }
                     return done
                 }

@@ -69,6 +69,61 @@ struct SourceListingsTests {
         #expect(source.count(.list) == again + 1, "a listing from before b's pass began is not taken")
     }
 
+    /// Mirror B (member 1) over `source`, synced by a first pass, and A's tree (member 0);
+    /// then B's next pass is begun before it runs (as the agent does for a new manager)
+    /// and A's pass lists `d0` meanwhile.
+    static func listedBeforeBsPass(_ source: InMemoryTree) async throws
+        -> (listings: SourceListings, b: SyncManager<ManualClock>, mirror: InMemoryTree) {
+        let listings = SourceListings()
+        let a = SharedListingTree(base: source, listings: listings, member: 0)
+        let mirror = InMemoryTree(device: 2)
+        let engine = SyncEngine(source: SharedListingTree(base: source, listings: listings, member: 1), mirror: LocalMirror(mirror),
+                                store: InMemoryStore(), records: RecordSet(), options: SyncOptions(maxDeletePercent: 100),
+                                recordScheduler: .serialQueue())
+        let b = SyncManager(engine: engine, clock: ManualClock(), executor: .inline)
+        await b.requestFullResync()
+        await Self.process(b)
+        listings.begin(1)
+        a.beginListingPass()
+        _ = try a.list(RelativePath("d0"))
+        a.endListingPass()
+        return (listings, b, mirror)
+    }
+
+    static func process(_ manager: SyncManager<ManualClock>) async {
+        await manager.processDue()
+        await manager.waitForCopies()
+        await manager.drainRecords()
+    }
+
+    @Test("a mirror that lost events (an overflow's rescan) lists the source afresh for its pass: a listing made before the loss would keep what it never heard was deleted")
+    func aRescanTakesNoListingFromBefore() async throws {
+        let source = Self.tree(directories: 2)
+        let (listings, b, mirror) = try await Self.listedBeforeBsPass(source)
+        #expect(mirror.node(RelativePath("d0/f")) != nil)
+        // d0/f goes, and its event is lost in an overflow: B only hears that it must rescan.
+        source.delete(RelativePath("d0/f"))
+        await b.receive(.rescan(reason: "inotify event queue overflowed"))
+        await Self.process(b)
+        #expect(mirror.node(RelativePath("d0/f")) == nil, "B's pass took A's listing of d0 from before the loss")
+        #expect(listings.counts.shared == 0)
+    }
+
+    @Test("a rename a mirror applies before its pass ends its share of what was listed before: that listing's old name would stay in the mirror")
+    func anAppliedRenameTakesNoListingFromBefore() async throws {
+        let source = Self.tree(directories: 2)
+        let (listings, b, mirror) = try await Self.listedBeforeBsPass(source)
+        try source.rename(RelativePath("d0/f"), to: RelativePath("d0/g"))
+        await b.receive(.moved(from: RelativePath("d0/f"), to: RelativePath("d0/g")))
+        await b.requestFullResync()
+        await Self.process(b)
+        await Self.process(b)
+        #expect(mirror.node(RelativePath("d0/f")) == nil, "B's pass took A's listing of d0 from before the rename")
+        #expect(mirror.node(RelativePath("d0/g"))?.content == [0])
+        #expect(mirror.count(.install) == 2, "renamed in the mirror, not copied again")
+        #expect(listings.counts.shared == 0)
+    }
+
     @Test("three mirrors' startup passes over one source list it about once, not three times")
     func theAgentsStartupPassesShareOneWalk() async throws {
         let one = AgentHarness(mirrors: 1)

@@ -119,9 +119,10 @@ extension Agent {
         return manager
     }
 
-    /// Full passes of every mirror that mirrors now, sharing one walk of the source.
+    /// Full passes of every mirror that mirrors now; each shares what the others list once
+    /// it has begun. Not begun here: a running manager may take events before its pass
+    /// starts, and a listing made before that is not its pass's.
     func requestFullResyncs() async {
-        for (i, link) in links.enumerated() where link.manager != nil { listings.begin(i) }
         for link in links { await link.manager?.requestFullResync() }
     }
 }

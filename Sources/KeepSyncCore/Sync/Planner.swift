@@ -150,7 +150,10 @@ public struct Planner: Sendable {
                 if s.record != record { actions.append(.updateRecord(record)) }
                 return actions
             }
-            return replaceFirst + [.makeSymlink(path, target: s.sourceLink ?? [])]
+            // Its target unread: the link went or changed since it was listed (a listing
+            // another mirror's pass made a while ago); its events follow.
+            guard let target = s.sourceLink else { return [] }
+            return replaceFirst + [.makeSymlink(path, target: target)]
         case .regular:
             if let mirror = s.mirror, mirror.kind == .regular, mirrorHolds(source: source, mirror: mirror, record: s.record),
                s.contentEqual != false {

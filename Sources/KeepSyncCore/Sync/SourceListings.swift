@@ -7,6 +7,8 @@ import Synchronization
 /// one listed now by one is waited for, not listed twice. Only passes share, and only
 /// listings made while the taker's pass ran: its manager was fed the watcher's events from
 /// before its pass, so a change after the listing reaches it as an event, as after its own.
+/// A pass may be begun before it runs only while its manager takes no event meanwhile; a
+/// manager that applies a rename or loses events ends its share (`endListingPass`).
 /// Held entries are bounded (`limit`): a mirror far behind (a slow remote) lists alone.
 public final class SourceListings: Sendable {
     struct Held {
@@ -54,7 +56,8 @@ public final class SourceListings: Sendable {
     /// took from another's.
     public var counts: (listed: Int, shared: Int) { state.withLock { ($0.listed, $0.shared) } }
 
-    /// Mirror `member`'s full pass begins.
+    /// Mirror `member`'s full pass begins, or is its manager's next work (a new manager,
+    /// not running yet): listings other passes make from now on are held for it.
     func begin(_ member: Int) { state.withLock { _ = $0.passing.insert(member) } }
 
     /// Mirror `member`'s pass ended: nothing is held for it any more.

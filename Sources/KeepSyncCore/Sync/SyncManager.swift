@@ -210,6 +210,9 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         case .rescan(let reason):
             logger.info("full resync: \(reason)")
             fullResyncRequested = true
+            // Events were lost: a listing another mirror's pass made before now must not
+            // stand in for this pass's own (nothing would bring back what it missed).
+            engine.source.endListingPass()
         }
         signal()
     }
@@ -259,6 +262,10 @@ public actor SyncManager<C: Clock> where C.Duration == Duration {
         if !fromExcluded, !toExcluded, !busy, !pending.contains(from) {
             do {
                 if try engine.applyRename(from: from, to: to) {
+                    // A listing another mirror's pass made before this rename is not this
+                    // manager's next pass's (it would undo the rename, and nothing is left
+                    // pending at the old name).
+                    engine.source.endListingPass()
                     // What was pending below `from` is now below `to`.
                     pending.move(below: from, to: to)
                     if let parent = from.parent { directoriesToFix.insert(parent) }

@@ -14,7 +14,8 @@ public protocol FileSystemProviding: Sendable {
     /// A full pass begins reading the tree (`SharedListingTree`: its listings are shared
     /// with the other mirrors' passes until `endListingPass`).
     func beginListingPass()
-    /// The full pass's reading ended.
+    /// The full pass's reading ended (or what was listed so far is not its own: its manager
+    /// changed the mirror from an event, or lost events, before it ran).
     func endListingPass()
 }
 
