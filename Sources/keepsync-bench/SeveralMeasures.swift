@@ -175,9 +175,16 @@ extension Bench {
         var state: String
         var pending: String
         var message: String
-        /// The state, pending count and the error's last line (ssh's own reason).
+        /// The state, pending count and the error: its first line up to ssh's own words
+        /// (a warning about the stopped sshd's key), then ssh's last line.
         var summary: String {
-            "state \(state), pending \(pending), error \"\(message.split(separator: "\n").last.map(String.init) ?? message)\""
+            let lines = message.split(separator: "\n").map(String.init)
+            var head = lines.first ?? ""
+            if let cut = head.split(separator: ":", omittingEmptySubsequences: false).firstIndex(where: { $0.hasPrefix(" Warning") }) {
+                head = head.split(separator: ":", omittingEmptySubsequences: false)[..<cut].joined(separator: ":")
+            }
+            let tail = lines.count > 1 ? " / \(lines[lines.count - 1])" : ""
+            return "state \(state), pending \(pending), error \"\(head)\(tail)\""
         }
     }
 
