@@ -13,6 +13,8 @@ final class Bench {
     var failures: [String] = []
     /// The main tree once built (`mainTree`): its path and bytes.
     private var builtMainTree: ([UInt8], Int)?
+    /// Whether the watched tree (`watchedTree`) is built.
+    private var builtWatchedTree = false
 
     init(options: BenchOptions, work: [UInt8], keepsync: [UInt8]) {
         self.options = options
@@ -71,6 +73,19 @@ final class Bench {
         log("tree: \(options.files) files, \(bytes >> 20) MiB, built in \(Unit.seconds.format(Clock.now() - started))")
         builtMainTree = (source, bytes)
         return (source, bytes)
+    }
+
+    /// The watched tree (100k files / 5k dirs), built on first use: startup and memory
+    /// rows share it with several mirrors' startup.
+    func watchedTree() throws -> [UInt8] {
+        let source = path("watched")
+        if builtWatchedTree { return source }
+        var builder = TreeBuilder(seed: options.seed ^ 0xFACE)
+        let started = Clock.now()
+        try builder.buildWatched(source, files: options.watchedFiles, directories: options.watchedDirectories)
+        log("watched tree: \(options.watchedFiles) files in \(options.watchedDirectories) directories, built in \(Unit.seconds.format(Clock.now() - started))")
+        builtWatchedTree = true
+        return source
     }
 
     func copyMeasures() throws -> [Row] {
@@ -176,11 +191,19 @@ final class Bench {
     /// more options (`--ssh` for a remote mirror).
     func startKeepsync(source: [UInt8], mirror: [UInt8], state: [UInt8], name: String,
                        wrapper: [[UInt8]] = [], extra: [[UInt8]] = []) throws -> (Spawn, Double) {
+        try startRun([b("--source"), source, b("--mirror"), mirror, b("--state"), state, b("--log-level"), b("warning")] + extra,
+                     name: name, wrapper: wrapper)
+    }
+
+    /// `keepsync run ARGUMENTS` (with `environment` added) once it said READY=1, and the
+    /// seconds from its start until then; its output goes to `NAME.log`.
+    func startRun(_ arguments: [[UInt8]], name: String, wrapper: [[UInt8]] = [],
+                  environment: [String: String] = [:]) throws -> (Spawn, Double) {
         let socket = try NotifySocket(path("\(name).notify"))
         let start = Clock.now()
-        let child = try Spawn(wrapper + [keepsync, b("run"), b("--source"), source, b("--mirror"), mirror, b("--state"), state,
-                               b("--log-level"), b("warning")] + extra,
-                              extra: ["NOTIFY_SOCKET": Paths.display(socket.path)], output: path("\(name).log"))
+        let child = try Spawn(wrapper + [keepsync, b("run")] + arguments,
+                              extra: environment.merging(["NOTIFY_SOCKET": Paths.display(socket.path)]) { $1 },
+                              output: path("\(name).log"))
         guard let ready = socket.waitReady(timeout: 600, alive: { child.poll() == nil }) else {
             child.stop()
             throw BenchError("keepsync run never said READY=1 (see \(Paths.display(path("\(name).log"))))")

@@ -44,6 +44,7 @@ enum BenchMain {
         phase("watch") { try bench.watchMeasures() }
         phase("remote") { try bench.remoteMeasures() }
         phase("versions") { try bench.versionMeasures() }
+        phase("several") { try bench.severalMeasures() }
         phase("scale") { try bench.scaleMeasures() }
 
         FileHandleOut.line("")

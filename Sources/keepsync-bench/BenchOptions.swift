@@ -23,7 +23,8 @@ struct BenchOptions {
     /// The keepsync binary (default: next to this one).
     var keepsync: [UInt8]?
     var seed: UInt64 = 20_261_203
-    /// Measures to run (all when empty): copy, small, latency, burst, watch, remote.
+    /// Measures to run (all when empty): copy, small, latency, burst, watch, remote,
+    /// versions, several; `several-latency`, `several-burst`, `several-startup`: a part.
     var only: Set<String> = []
     /// Keep the work directory afterwards.
     var keep = false
@@ -49,8 +50,8 @@ struct BenchOptions {
 
     static let usage = """
         usage: keepsync-bench [--quick] [--reps N] [--files N] [--work DIR] [--keepsync PATH]
-                              [--seed N] [--only copy,small,latency,burst,watch,remote,versions] [--keep]
-                              [--remote-bashrc]
+                              [--seed N] [--only copy,small,latency,burst,watch,remote,versions,several]
+                              [--keep] [--remote-bashrc]
                keepsync-bench --scale [--scale-files N] [--scale-dirs N] [--scale-writes N]
                               [--scale-quiet SECONDS] [--scale-watch-limit N]
                               [--scale-lsyncd-watches N] [--reps N] [--work DIR] [--keep]
@@ -64,6 +65,12 @@ struct BenchOptions {
         they were skipped): one with an empty profile, one whose login shell sleeps 0.25 s
         first (BASH_ENV). Sessions get SHLVL=1 (sshd SetEnv), so a bash login shell skips
         ~/.bashrc, for both tools; --remote-bashrc leaves that out.
+
+        several: one agent with two mirrors against one with a single mirror, interleaved:
+        4 KiB latency to a local mirror while the other (remote, over a loopback sshd
+        stopped after a first sync) is unreachable; a burst to two local mirrors; a cold
+        start to READY=1 on the watched tree and its peak RSS. --only several-latency,
+        several-burst or several-startup runs one part.
 
         --scale measures only a tree of 1,000,000 files of 0-4 KiB in 200,000 directories
         (more than the default inotify watch limit): initial copy, no-op rerun, run until
@@ -136,7 +143,15 @@ struct BenchOptions {
     /// Whether phase `measure` runs: --scale runs only "scale", never part of a plain run.
     func wants(_ measure: String) -> Bool {
         if scale || measure == "scale" { return scale && measure == "scale" }
-        return only.isEmpty || only.contains(measure)
+        return only.isEmpty || only.contains(measure) || only.contains { $0.hasPrefix(measure + "-") }
+    }
+
+    /// Whether part `part` of phase `measure` runs: all of a phase that runs, or only the
+    /// parts named `MEASURE-PART` when some are (`--only several-burst`).
+    func wants(_ measure: String, part: String) -> Bool {
+        guard wants(measure) else { return false }
+        let parts = only.filter { $0.hasPrefix(measure + "-") }
+        return parts.isEmpty || only.contains(measure) || parts.contains("\(measure)-\(part)")
     }
 
     /// One-line error, exit 2.

@@ -93,10 +93,7 @@ extension Bench {
             for tool in ["keepsync", "lsyncd"] {
                 if tool == "lsyncd" && lsyncd == nil { continue }
                 let source = path("\(prefix)-\(tool)-\(rep)-src"), mirror = path("\(prefix)-\(tool)-\(rep)-mirror")
-                for d in 0..<50 {
-                    try Paths.mkdirs(Paths.join(source, "old\(d)"))
-                    for f in 0..<10 { try Paths.write(Paths.join(source, "old\(d)/e\(f)"), Array("existing \(d)/\(f)\n".utf8)) }
-                }
+                try seedBurstSource(source)
                 let agent: Spawn
                 do {
                     let name = "\(prefix)-\(tool)-\(rep)"
@@ -109,67 +106,20 @@ extension Bench {
                     continue
                 }
                 defer { agent.stop() }
-                var expected: [[UInt8]] = []
-                expected.reserveCapacity(options.burstFiles)
-                let inNew = options.burstFiles * 3 / 4
-                var content = [UInt8](repeating: 0x61, count: 4096)
-                for j in 0..<options.burstFiles {
-                    let rel: [UInt8]
-                    if j < inNew {
-                        if j % 100 == 0 { try Paths.mkdir(Paths.join(source, "new\(j / 100)")) }
-                        rel = b("new\(j / 100)/n\(j)")
-                    } else {
-                        rel = b("old\(j % 50)/n\(j)")
-                    }
-                    let size = rng.below(4097)
-                    content.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(j), toByteOffset: 0, as: UInt64.self) }
-                    try content.withUnsafeBytes { try Paths.write(Paths.join(source, rel), UnsafeRawBufferPointer(rebasing: $0[0..<size])) }
-                    expected.append(rel)
-                }
-                let last = Clock.now()
-                var missing = expected
-                let until = last + 120
-                while !missing.isEmpty && Clock.now() < until {
-                    var still: [[UInt8]] = []
-                    var checked = 0
-                    for rel in missing {
-                        if still.count >= 200 { still.append(rel); continue }
-                        checked += 1
-                        if !Paths.exists(Paths.join(mirror, rel)) { still.append(rel) }
-                    }
-                    missing = still
-                    if !missing.isEmpty { usleep(20_000) }
-                }
-                // Converged when every file exists and the whole tree verifies.
+                let expected = try writeBurst(source)
+                let outcome = awaitBurst(source: source, mirrors: [mirror], expected: expected, last: Clock.now())
                 var samples = tool == "keepsync" ? k : l
                 var counted = tool == "keepsync" ? km : lm
-                let arrived = Clock.now()
-                counted.values.append(Double(missing.count))
-                if missing.isEmpty {
-                    var settled = false
-                    let verifyUntil = Clock.now() + 30
-                    var diff: [String] = []
-                    while !settled && Clock.now() < verifyUntil {
-                        diff = TreeVerifier.differences(source, mirror, directoryTimes: false)
-                        settled = diff.isEmpty
-                        if !settled { usleep(50_000) }
-                    }
-                    // Directory mtimes are checked apart: lsyncd (rsync per file) leaves them behind.
-                    let times = TreeVerifier.differences(source, mirror, limit: 1_000_000).count
-                    if times > 0 { directoryNotes.append("\(tool) \(prefix) \(rep + 1): \(times) directory mtimes differ") }
-                    if settled {
-                        samples.values.append(arrived - last)
-                    } else {
-                        let line = "\(tool) \(prefix) \(rep + 1): every file arrived but the mirror differs: \(diff.prefix(3).joined(separator: "; "))"
-                        samples.failures.append(line)
-                        failures.append(line)
-                    }
+                counted.values.append(Double(outcome.missing))
+                if outcome.directoryTimes > 0 { directoryNotes.append("\(tool) \(prefix) \(rep + 1): \(outcome.directoryTimes) directory mtimes differ") }
+                if let seconds = outcome.seconds {
+                    samples.values.append(seconds)
                 } else {
-                    let line = "\(tool) \(prefix) \(rep + 1): \(missing.count) files missing after 120 s"
+                    let line = "\(tool) \(prefix) \(rep + 1): \(outcome.failure ?? "no time")"
                     samples.failures.append(line)
                     failures.append(line)
                 }
-                log("\(prefix) \(rep + 1)/\(reps) \(tool): \(samples.values.last.map { Unit.seconds.format($0) } ?? "-"), \(missing.count) missing")
+                log("\(prefix) \(rep + 1)/\(reps) \(tool): \(samples.values.last.map { Unit.seconds.format($0) } ?? "-"), \(outcome.missing) missing")
                 if tool == "keepsync" { k = samples; km = counted } else { l = samples; lm = counted }
             }
         }
@@ -186,6 +136,84 @@ extension Bench {
                 tools: [("keepsync", k), ("lsyncd", l)], targets: [("lsyncd", nil)], absolute: 1.5),
             Row(measure: "burst: files missing", unit: .count, tools: [("keepsync", km), ("lsyncd", lm)], absolute: 0, note: note),
         ]
+    }
+
+    /// The burst's starting tree: 50 directories of 10 small files.
+    func seedBurstSource(_ source: [UInt8]) throws {
+        for d in 0..<50 {
+            try Paths.mkdirs(Paths.join(source, "old\(d)"))
+            for f in 0..<10 { try Paths.write(Paths.join(source, "old\(d)/e\(f)"), Array("existing \(d)/\(f)\n".utf8)) }
+        }
+    }
+
+    /// Writes `burstFiles` files of 0-4 KiB into `source` as fast as it can, three quarters
+    /// in new directories of 100; returns their relative paths.
+    func writeBurst(_ source: [UInt8]) throws -> [[UInt8]] {
+        var expected: [[UInt8]] = []
+        expected.reserveCapacity(options.burstFiles)
+        let inNew = options.burstFiles * 3 / 4
+        var content = [UInt8](repeating: 0x61, count: 4096)
+        for j in 0..<options.burstFiles {
+            let rel: [UInt8]
+            if j < inNew {
+                if j % 100 == 0 { try Paths.mkdir(Paths.join(source, "new\(j / 100)")) }
+                rel = b("new\(j / 100)/n\(j)")
+            } else {
+                rel = b("old\(j % 50)/n\(j)")
+            }
+            let size = rng.below(4097)
+            content.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(j), toByteOffset: 0, as: UInt64.self) }
+            try content.withUnsafeBytes { try Paths.write(Paths.join(source, rel), UnsafeRawBufferPointer(rebasing: $0[0..<size])) }
+            expected.append(rel)
+        }
+        return expected
+    }
+
+    /// How a burst ended: seconds until converged (nil: it did not), files still missing,
+    /// why it failed, and directory mtimes that differ (counted apart).
+    struct BurstOutcome {
+        var seconds: Double?
+        var missing = 0
+        var failure: String?
+        var directoryTimes = 0
+    }
+
+    /// Seconds from `last` until every one of `expected` is in each of `mirrors` (checked
+    /// together, up to 200 missing a look) and each mirror then verifies against `source`.
+    func awaitBurst(source: [UInt8], mirrors: [[UInt8]], expected: [[UInt8]], last: Double) -> BurstOutcome {
+        var missing = mirrors.indices.flatMap { m in expected.map { (m, $0) } }
+        let until = last + 120
+        while !missing.isEmpty && Clock.now() < until {
+            var still: [(Int, [UInt8])] = []
+            for (m, rel) in missing {
+                if still.count >= 200 || !Paths.exists(Paths.join(mirrors[m], rel)) { still.append((m, rel)) }
+            }
+            missing = still
+            if !missing.isEmpty { usleep(20_000) }
+        }
+        let arrived = Clock.now()
+        var outcome = BurstOutcome(missing: missing.count)
+        guard missing.isEmpty else {
+            outcome.failure = "\(missing.count) files missing after 120 s"
+            return outcome
+        }
+        // Converged when every file exists and every tree verifies.
+        for mirror in mirrors {
+            var diff: [String] = []
+            let verifyUntil = Clock.now() + 30
+            repeat {
+                diff = TreeVerifier.differences(source, mirror, directoryTimes: false)
+                if !diff.isEmpty { usleep(50_000) }
+            } while !diff.isEmpty && Clock.now() < verifyUntil
+            // Directory mtimes are checked apart: lsyncd (rsync per file) leaves them behind.
+            outcome.directoryTimes += TreeVerifier.differences(source, mirror, limit: 1_000_000).count
+            if !diff.isEmpty {
+                outcome.failure = "every file arrived but \(Paths.display(mirror)) differs: \(diff.prefix(3).joined(separator: "; "))"
+                return outcome
+            }
+        }
+        outcome.seconds = arrived - last
+        return outcome
     }
 }
 

@@ -5,11 +5,7 @@ extension Bench {
     /// `rsync -a` no-op of the same tree, and the peak RSS of both agents watching it;
     /// then `run`'s resident size after it copied that tree itself, against a restart's.
     func watchMeasures() throws -> [Row] {
-        let source = path("watched")
-        var builder = TreeBuilder(seed: options.seed ^ 0xFACE)
-        let started = Clock.now()
-        try builder.buildWatched(source, files: options.watchedFiles, directories: options.watchedDirectories)
-        log("watched tree: \(options.watchedFiles) files in \(options.watchedDirectories) directories, built in \(Unit.seconds.format(Clock.now() - started))")
+        let source = try watchedTree()
         let kMirror = path("watched-keepsync"), kState = path("watched-keepsync-state"), rMirror = path("watched-rsync")
         let first = try Spawn.run([keepsync, b("sync"), b("--source"), source, b("--mirror"), kMirror, b("--state"), kState,
                                    b("--log-level"), b("warning")])
