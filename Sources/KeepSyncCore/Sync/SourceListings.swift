@@ -48,7 +48,7 @@ public final class SourceListings: Sendable {
     let limit: Int
 
     /// Listings shared among mirrors, holding at most `limit` entries for those behind.
-    public init(limit: Int = 16_384) {
+    public init(limit: Int = 4_096) {
         self.limit = limit
     }
 
