@@ -87,7 +87,9 @@ final class Spawn {
         let status = child.wait()
         let took = Clock.now() - start
         if !allowed.contains(status) && !quiet {
-            throw BenchError("\(argv.map(Paths.display).joined(separator: " ")) exited \(status)")
+            // The last lines it wrote to `output`: a failure says why.
+            let said = output.flatMap { Machine.read(Paths.display($0)) }.map { $0.split(separator: "\n").suffix(3).joined(separator: " | ") }
+            throw BenchError("\(argv.map(Paths.display).joined(separator: " ")) exited \(status)" + (said.map { $0.isEmpty ? "" : ": " + $0 } ?? ""))
         }
         return took
     }

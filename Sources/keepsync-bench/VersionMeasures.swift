@@ -30,13 +30,13 @@ extension Bench {
             try Paths.mkdirs(Paths.join(source, "many"))
             try fillOverwriteFiles(source)
             for f in 0..<10_000 { try Paths.write(Paths.join(source, "many/f\(f)"), Array("file \(f)\n".utf8)) }
-            _ = try Spawn.run(versionSync(on, remote: remote))
+            _ = try Spawn.run(versionSync(on, remote: remote), output: versionLog(on, remote: remote))
         }
         for rep in 0..<options.repetitions {
             for (name, on) in modes {
                 try fillOverwriteFiles(path("versions-\(at)\(on)-src"))
                 var samples = overwrite[name] ?? Samples()
-                record(&samples, "\(name) \(at)overwrite \(rep + 1)") { try timed { try Spawn.run(versionSync(on, remote: remote)) } }
+                record(&samples, "\(name) \(at)overwrite \(rep + 1)") { try timed { try Spawn.run(versionSync(on, remote: remote), output: versionLog(on, remote: remote)) } }
                 overwrite[name] = samples
                 log("versions \(at)overwrite \(rep + 1)/\(options.repetitions) \(name): \(samples.values.last.map { Unit.seconds.format($0) } ?? "-")")
             }
@@ -47,7 +47,7 @@ extension Bench {
             var samples = Samples()
             // 10,000 of 11,000 entries: past the brake, on purpose.
             record(&samples, "\(name) \(at)rm -r") {
-                try timed { try Spawn.run(versionSync(on, remote: remote) + [b("--allow-mass-delete")]) }
+                try timed { try Spawn.run(versionSync(on, remote: remote) + [b("--allow-mass-delete")], output: versionLog(on, remote: remote)) }
             }
             removal[name] = samples
             log("versions \(at)rm -r of 10,000 files \(name): \(samples.values.last.map { Unit.seconds.format($0) } ?? "-")")
@@ -99,6 +99,11 @@ extension Bench {
                 b("--mirror"), remote.map { remoteMirror($0, mirror) } ?? mirror,
                 b("--state"), path("versions-\(at)\(on)-state"), b("--log-level"), b("warning")]
             + (on ? [b("--keep-versions"), b("30d")] : []) + (remote.map(sshOptions) ?? [])
+    }
+
+    /// Where those syncs' output goes (a failed one's last lines name its cause).
+    private func versionLog(_ on: Bool, remote: BenchSSHD?) -> [UInt8] {
+        path("versions-\(remote == nil ? "" : "remote-")\(on).log")
     }
 
     /// 1,000 files of 64 KiB of noise at the top of `source`.

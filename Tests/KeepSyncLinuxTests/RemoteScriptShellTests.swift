@@ -16,9 +16,10 @@ struct RemoteScriptShellTests {
         (try? Sys.runCaptured([b(shell), b("-c"), b("true")], input: [], timeout: .seconds(10)).status) == 0
     }
 
-    /// Runs `body` over `items` in `directory` with `shell` as the inner shell; the answer
-    /// tokens, each `S` answer's record name, and the tree after, as text.
-    static func run(_ shell: String, in directory: [UInt8], _ body: String, perCall: Int, items: [[[UInt8]]],
+    /// Runs `body` over `items` in `directory` with `shell` as the inner shell (`perCall`
+    /// nil: a body that loops over its arguments itself); the answer tokens, each `S`
+    /// answer's record name, and the tree after, as text.
+    static func run(_ shell: String, in directory: [UInt8], _ body: String, perCall: Int?, items: [[[UInt8]]],
                     after: String?) throws -> (tokens: [String], tree: [String]) {
         var script = RemoteScript.batch(directory, body, perCall: perCall, items: items.count, after: after)
         let inner = b(" sh -c '"), replacement = b(" \(shell) -c '")
@@ -50,7 +51,7 @@ struct RemoteScriptShellTests {
     }
 
     /// `body` under every shell, each in a directory prepared by `prepare`; all agree.
-    static func agree(_ name: String, _ body: String, perCall: Int, items: [[[UInt8]]], after: String?,
+    static func agree(_ name: String, _ body: String, perCall: Int?, items: [[[UInt8]]], after: String?,
                       prepare: ([UInt8]) throws -> Void) throws -> [String] {
         var results: [(shell: String, tokens: [String], tree: [String])] = []
         for shell in shells {
